@@ -3,5 +3,6 @@
 //! See `docs/ARCHITECTURE.md` for the layers and the invariants each one keeps.
 
 pub mod fsutil;
+pub mod harness;
 pub mod paths;
 pub mod secret;
