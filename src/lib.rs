@@ -2,7 +2,22 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the layers and the invariants each one keeps.
 
+pub mod api;
+pub mod broker;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
 pub mod fsutil;
 pub mod harness;
+pub mod hook;
+pub mod logging;
+pub mod model;
 pub mod paths;
 pub mod secret;
+pub mod store;
+
+/// This build's version, reported by `/health` and `broker.json`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The API generation; clients use a broker only when it matches.
+pub const API_VERSION: &str = "v1";

@@ -6,6 +6,6 @@ fn main() {
         Some("install-harness" | "uninstall-harness" | "doctor") => {
             std::process::exit(agentnotify::harness::main(&args))
         }
-        _ => {}
+        _ => agentnotify::hook::main(args),
     }
 }

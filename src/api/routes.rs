@@ -1,0 +1,265 @@
+//! Routing and the handlers of SPEC §4.2 and §4.3.
+
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::{header, Method, Request, Response, StatusCode};
+use serde_json::json;
+
+use super::http::{
+    json_response, parse_json, query, query_bool, query_int, query_str, read_body, ApiError,
+    ResBody,
+};
+use super::ApiContext;
+use crate::broker::{InteractionFilter, NotificationFilter};
+use crate::model::{
+    AnswerSubmission, InteractionRequest, NotificationRequest, NotificationStatus, Status,
+};
+
+pub async fn handle(ctx: &ApiContext, req: Request<Incoming>) -> Response<ResBody> {
+    match route(ctx, req).await {
+        Ok(res) => res,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    if segments == ["health"] {
+        return only(&req, Method::GET).map(|_| health());
+    }
+    if segments.first() != Some(&"v1") {
+        return Err(ApiError::not_found(format!(
+            "no such route: {}",
+            short(&path)
+        )));
+    }
+    authorize(ctx, &req)?;
+    if req.method() == Method::POST {
+        ctx.limiter.take().map_err(|secs| ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests; retry after {secs} s"),
+            )
+        })?;
+    }
+    match segments[1..] {
+        ["status"] => {
+            only(&req, Method::GET)?;
+            Ok(status(ctx))
+        }
+        ["admin", "shutdown"] => {
+            only(&req, Method::POST)?;
+            ctx.shutdown_requested.send_replace(true);
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"shutdown": "when_idle"}),
+            ))
+        }
+        ["interactions"] => {
+            only(&req, Method::GET)?;
+            list_interactions(ctx, &req).await
+        }
+        ["interactions", "request"] => {
+            only(&req, Method::POST)?;
+            let body = parse_json(&read_body(req).await?, false)?;
+            let request =
+                InteractionRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.0))?;
+            let (record, created) = ctx.broker.request(request).await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, &record))
+        }
+        ["interactions", id] => {
+            only(&req, Method::GET)?;
+            Ok(json_response(StatusCode::OK, &ctx.broker.get(id).await?))
+        }
+        ["interactions", id, "wait"] => {
+            only(&req, Method::GET)?;
+            let q = query(&req);
+            let secs = query_int(&q, "timeout", 1, 300)?.unwrap_or(60);
+            let record = ctx.broker.wait(id, Duration::from_secs(secs)).await?;
+            Ok(json_response(StatusCode::OK, &record))
+        }
+        ["interactions", id, "respond"] => {
+            only(&req, Method::POST)?;
+            let body = parse_json(&read_body(req).await?, false)?;
+            let sub = AnswerSubmission::from_json(&body).map_err(|e| ApiError::bad_request(e.0))?;
+            Ok(json_response(
+                StatusCode::OK,
+                &ctx.broker.respond(id, sub).await?,
+            ))
+        }
+        ["interactions", id, "cancel"] => {
+            only(&req, Method::POST)?;
+            Ok(json_response(StatusCode::OK, &ctx.broker.cancel(id).await?))
+        }
+        ["interactions", id, "publish"] => {
+            only(&req, Method::POST)?;
+            ctx.broker.get(id).await?;
+            Err(crate::broker::BrokerError::RelayUnavailable.into())
+        }
+        ["notifications"] => match *req.method() {
+            Method::GET => list_notifications(&req, ctx).await,
+            Method::POST => {
+                let body = parse_json(&read_body(req).await?, false)?;
+                let n = NotificationRequest::from_json(&body)
+                    .map_err(|e| ApiError::bad_request(e.0))?;
+                let (record, created) = ctx.broker.notify(n).await?;
+                let code = if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                Ok(json_response(code, &record))
+            }
+            _ => Err(method_not_allowed()),
+        },
+        ["notifications", id] => {
+            only(&req, Method::GET)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &ctx.broker.get_notification(id).await?,
+            ))
+        }
+        ["notifications", id, action @ ("resolve" | "dismiss")] => {
+            only(&req, Method::POST)?;
+            let status = if action == "resolve" {
+                NotificationStatus::Resolved
+            } else {
+                NotificationStatus::Dismissed
+            };
+            Ok(json_response(
+                StatusCode::OK,
+                &ctx.broker.close_notification(id, status).await?,
+            ))
+        }
+        _ => Err(ApiError::not_found(format!(
+            "no such route: {}",
+            short(&path)
+        ))),
+    }
+}
+
+fn only(req: &Request<Incoming>, method: Method) -> Result<(), ApiError> {
+    if req.method() == method {
+        Ok(())
+    } else {
+        Err(method_not_allowed())
+    }
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// Paths are echoed in errors only in part, and never anything that looks like a secret.
+fn short(path: &str) -> String {
+    path.chars().take(80).collect()
+}
+
+fn authorize(ctx: &ApiContext, req: &Request<Incoming>) -> Result<(), ApiError> {
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        Some(token) if ctx.token.matches(token) => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token (see `agentnotify token`)",
+        )),
+    }
+}
+
+fn health() -> Response<ResBody> {
+    json_response(
+        StatusCode::OK,
+        &json!({"status": "ok", "version": crate::VERSION, "api": crate::API_VERSION}),
+    )
+}
+
+fn status(ctx: &ApiContext) -> Response<ResBody> {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "version": crate::VERSION,
+            "api": crate::API_VERSION,
+            "pid": std::process::id(),
+            "url": ctx.url,
+            "started_at": ctx.started_at,
+            "pending": ctx.broker.pending_count(),
+        }),
+    )
+}
+
+async fn list_interactions(
+    ctx: &ApiContext,
+    req: &Request<Incoming>,
+) -> Result<Response<ResBody>, ApiError> {
+    let q = query(req);
+    let mut status = match query_str(&q, "status") {
+        None => None,
+        Some(s) => Some(Status::parse(&s).ok_or_else(|| {
+            ApiError::bad_request(
+                "status must be one of pending, answered, expired, cancelled, superseded",
+            )
+        })?),
+    };
+    if query_bool(&q, "pending")? == Some(true) {
+        if status.is_some_and(|s| s != Status::Pending) {
+            return Err(ApiError::bad_request("pending=true conflicts with status"));
+        }
+        status = Some(Status::Pending);
+    }
+    let filter = InteractionFilter {
+        status,
+        agent: query_str(&q, "agent"),
+        project: query_str(&q, "project"),
+        session: query_str(&q, "session"),
+        limit: query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize,
+    };
+    let records = ctx.broker.list(&filter).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "interactions": records }),
+    ))
+}
+
+async fn list_notifications(
+    req: &Request<Incoming>,
+    ctx: &ApiContext,
+) -> Result<Response<ResBody>, ApiError> {
+    let q = query(req);
+    let status = match query_str(&q, "status") {
+        None => None,
+        Some(s) => Some(NotificationStatus::parse(&s).ok_or_else(|| {
+            ApiError::bad_request("status must be one of active, resolved, dismissed")
+        })?),
+    };
+    let filter = NotificationFilter {
+        status,
+        agent: query_str(&q, "agent"),
+        project: query_str(&q, "project"),
+        limit: query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize,
+    };
+    let records = ctx.broker.list_notifications(&filter).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "notifications": records }),
+    ))
+}

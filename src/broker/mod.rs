@@ -1,0 +1,455 @@
+//! The broker: the one state machine every surface goes through (SPEC §3).
+//!
+//! All decisions happen here, under one lock: create / reuse / supersede, the answer rules,
+//! cancel, expiry and the owner lease. Pending interactions live in memory (with a watch
+//! channel per question, so waiters wake the instant anything lands); every record is written
+//! through to the [`Store`] and made durable before any caller is told about the change.
+
+mod state;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch, Notify};
+
+use crate::model::interaction::{AnswerRefusal, Verdict};
+use crate::model::{
+    AnswerSubmission, Interaction, InteractionRequest, Invalid, Notification, NotificationRequest,
+    NotificationStatus, Status, Timestamp,
+};
+use crate::store::{Store, StoreError};
+use state::{Outcome, State};
+
+pub use state::Event;
+
+/// Tunables of the state machine.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// How long a leased question lives with no wait in flight and none started (SPEC §3.1).
+    pub lease_grace: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            lease_grace: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Errors of broker operations; the API maps each to a status code and `code`.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("{0}")]
+    Invalid(#[from] Invalid),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error(transparent)]
+    Refused(#[from] AnswerRefusal),
+    #[error("relay publishing is not configured: add and enable a relay route first")]
+    RelayUnavailable,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T> = std::result::Result<T, BrokerError>;
+
+/// Filters for listing interactions.
+#[derive(Debug, Clone, Default)]
+pub struct InteractionFilter {
+    pub status: Option<Status>,
+    pub agent: Option<String>,
+    pub project: Option<String>,
+    pub session: Option<String>,
+    pub limit: usize,
+}
+
+impl InteractionFilter {
+    fn matches(&self, i: &Interaction) -> bool {
+        self.status.is_none_or(|s| i.status == s)
+            && self.agent.as_ref().is_none_or(|a| &i.agent == a)
+            && self
+                .project
+                .as_ref()
+                .is_none_or(|p| i.project.as_ref() == Some(p))
+            && self
+                .session
+                .as_ref()
+                .is_none_or(|s| i.session_id.as_ref() == Some(s))
+    }
+}
+
+/// Filters for listing notifications.
+#[derive(Debug, Clone, Default)]
+pub struct NotificationFilter {
+    pub status: Option<NotificationStatus>,
+    pub agent: Option<String>,
+    pub project: Option<String>,
+    pub limit: usize,
+}
+
+/// What the retention job removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    pub interactions: usize,
+    pub notifications: usize,
+}
+
+/// The broker. Cheap to share behind an `Arc`.
+pub struct Broker {
+    store: Store,
+    state: Mutex<State>,
+    reaper_wake: Notify,
+    events: broadcast::Sender<Event>,
+    config: BrokerConfig,
+}
+
+impl Broker {
+    /// Loads pending interactions and active notifications from the store.
+    pub fn open(store: Store, config: BrokerConfig) -> Result<Arc<Broker>> {
+        let now = Timestamp::now();
+        let mut state = State::default();
+        for record in store.all_interactions() {
+            let record = record?;
+            if record.status == Status::Pending {
+                state.track_pending(record, now + config.lease_grace);
+            }
+        }
+        for n in store.all_notifications() {
+            state.track_notification(&n?);
+        }
+        let (events, _) = broadcast::channel(1024);
+        Ok(Arc::new(Broker {
+            store,
+            state: Mutex::new(state),
+            reaper_wake: Notify::new(),
+            events,
+            config,
+        }))
+    }
+
+    /// Live events (interaction created / changed), for surfaces that push updates.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// True while anything is pending or anyone is waiting (an on-demand broker stays up).
+    pub fn is_busy(&self) -> bool {
+        self.lock().is_busy()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` under the lock after sweeping expiry and leases; then makes every change
+    /// durable, wakes waiters and announces events.
+    async fn transact<T>(
+        &self,
+        f: impl FnOnce(&mut State, &Store, Timestamp, &mut Outcome) -> Result<T>,
+    ) -> Result<T> {
+        let mut outcome = Outcome::default();
+        let result = {
+            let mut state = self.lock();
+            let now = Timestamp::now();
+            state.sweep(&self.store, now, &mut outcome)?;
+            f(&mut state, &self.store, now, &mut outcome)
+        };
+        self.settle(outcome).await?;
+        result
+    }
+
+    async fn settle(&self, outcome: Outcome) -> Result<()> {
+        if outcome.wrote {
+            self.store.barrier().await?;
+        }
+        drop(outcome.wake);
+        for event in outcome.events {
+            let _ = self.events.send(event);
+        }
+        if outcome.reschedule {
+            self.reaper_wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Opens a question, or reuses / supersedes a pending one with the same key (SPEC §3.2).
+    /// Returns the record and whether it was newly created.
+    pub async fn request(&self, req: InteractionRequest) -> Result<(Interaction, bool)> {
+        let grace = self.config.lease_grace;
+        self.transact(|state, store, now, out| {
+            let digest = req.digest();
+            if let Some(existing) = req.key.as_ref().and_then(|k| state.by_key.get(k)).cloned() {
+                let same = state.pending[&existing].interaction.request_digest == digest;
+                if same {
+                    let record =
+                        state.reuse(store, &existing, req.owner_lease, now, now + grace, out)?;
+                    return Ok((record, false));
+                }
+                state.finish(store, &existing, Status::Superseded, None, now, out)?;
+            }
+            let record = req.into_interaction(now);
+            state.create(store, record.clone(), now + grace, out)?;
+            tracing::info!(id = %record.id, kind = record.kind.as_str(), "interaction created");
+            Ok((record, true))
+        })
+        .await
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Interaction> {
+        self.transact(|state, store, _, _| state.read(store, id))
+            .await
+    }
+
+    /// Lists interactions newest first.
+    pub async fn list(&self, filter: &InteractionFilter) -> Result<Vec<Interaction>> {
+        let limit = filter.limit.max(1);
+        let pending_only = self
+            .transact(|state, _, _, _| {
+                Ok((filter.status == Some(Status::Pending)).then(|| state.pending_records()))
+            })
+            .await?;
+        if let Some(mut records) = pending_only {
+            records.retain(|i| filter.matches(i));
+            records.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+            records.truncate(limit);
+            return Ok(records);
+        }
+        let mut out = Vec::new();
+        for record in self.store.interactions_newest_first() {
+            let record = record?;
+            if filter.matches(&record) {
+                out.push(record);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until the interaction leaves `pending` or `timeout` passes; returns its state.
+    /// A leased question counts this wait as its owner being alive (SPEC §3.1).
+    pub async fn wait(self: &Arc<Self>, id: &str, timeout: Duration) -> Result<Interaction> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut in_flight: Option<WaitGuard> = None;
+        let grace = self.config.lease_grace;
+        loop {
+            let seen = self
+                .transact(|state, store, now, _| {
+                    Ok(match state.pending.get_mut(id) {
+                        Some(p) => {
+                            if in_flight.is_none() {
+                                p.waits_in_flight += 1;
+                                state.refresh_lease(id, now + grace);
+                                in_flight = Some(WaitGuard {
+                                    broker: Arc::clone(self),
+                                    id: id.to_string(),
+                                });
+                            }
+                            let p = &state.pending[id];
+                            Seen::Pending(
+                                p.interaction.clone(),
+                                p.changed.subscribe(),
+                                p.interaction.expires_at,
+                            )
+                        }
+                        None => Seen::Done(state.read(store, id)?),
+                    })
+                })
+                .await?;
+            match seen {
+                Seen::Done(record) => return Ok(record),
+                Seen::Pending(record, mut changed, expires_at) => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Ok(record);
+                    }
+                    let until_expiry = Timestamp::now().until(expires_at);
+                    let wake_at = deadline.min(now + until_expiry);
+                    tokio::select! {
+                        _ = changed.changed() => {}
+                        _ = tokio::time::sleep_until(wake_at) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies the answer rules of SPEC §3.3 and, on acceptance, stores the answer durably.
+    pub async fn respond(&self, id: &str, sub: AnswerSubmission) -> Result<Interaction> {
+        self.transact(|state, store, now, out| {
+            let current = state.read(store, id)?;
+            match current.judge(&sub, now) {
+                Verdict::Replay => Ok(current),
+                Verdict::Refuse(why) => {
+                    tracing::info!(id, refusal = why.code(), source = %sub.source, "answer refused");
+                    Err(why.into())
+                }
+                Verdict::Accept(response) => {
+                    let source = response.source.clone();
+                    let record = state.finish(store, id, Status::Answered, Some(response), now, out)?;
+                    tracing::info!(id, %source, "interaction answered");
+                    Ok(record)
+                }
+            }
+        })
+        .await
+    }
+
+    /// Cancels a pending interaction; idempotent on terminal ones.
+    pub async fn cancel(&self, id: &str) -> Result<Interaction> {
+        self.transact(|state, store, now, out| {
+            if state.pending.contains_key(id) {
+                tracing::info!(id, "interaction cancelled");
+                state.finish(store, id, Status::Cancelled, None, now, out)
+            } else {
+                state.read(store, id)
+            }
+        })
+        .await
+    }
+
+    /// Posts a notification, or updates the active one with the same key in place.
+    pub async fn notify(&self, req: NotificationRequest) -> Result<(Notification, bool)> {
+        self.transact(|state, store, now, out| state.notify(store, req, now, out))
+            .await
+    }
+
+    pub async fn get_notification(&self, id: &str) -> Result<Notification> {
+        self.store
+            .get_notification(id)?
+            .ok_or(BrokerError::NotFound("notification"))
+    }
+
+    pub async fn list_notifications(
+        &self,
+        filter: &NotificationFilter,
+    ) -> Result<Vec<Notification>> {
+        let mut all = Vec::new();
+        for n in self.store.all_notifications() {
+            let n = n?;
+            let keep = filter.status.is_none_or(|s| n.status == s)
+                && filter
+                    .agent
+                    .as_ref()
+                    .is_none_or(|a| n.agent.as_ref() == Some(a))
+                && filter
+                    .project
+                    .as_ref()
+                    .is_none_or(|p| n.project.as_ref() == Some(p));
+            if keep {
+                all.push(n);
+            }
+        }
+        all.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        all.truncate(filter.limit.max(1));
+        Ok(all)
+    }
+
+    /// Resolves or dismisses a notification; idempotent once it is no longer active.
+    pub async fn close_notification(
+        &self,
+        id: &str,
+        status: NotificationStatus,
+    ) -> Result<Notification> {
+        self.transact(|state, store, now, out| {
+            state.close_notification(store, id, status, now, out)
+        })
+        .await
+    }
+
+    /// Removes terminal interactions and closed notifications last changed before `cutoff`.
+    pub async fn prune(&self, cutoff: Timestamp) -> Result<Pruned> {
+        let mut pruned = Pruned::default();
+        for record in self.store.all_interactions() {
+            let record = record?;
+            if record.status.is_terminal() && record.updated_at < cutoff {
+                self.store.remove_interaction(&record)?;
+                pruned.interactions += 1;
+            }
+        }
+        for n in self.store.all_notifications() {
+            let n = n?;
+            if n.status != NotificationStatus::Active && n.updated_at < cutoff {
+                self.store.remove_notification(&n.id)?;
+                pruned.notifications += 1;
+            }
+        }
+        self.store.barrier().await?;
+        tracing::info!(
+            interactions = pruned.interactions,
+            notifications = pruned.notifications,
+            "retention pruned"
+        );
+        Ok(pruned)
+    }
+
+    /// Background task: expires questions and ends lapsed leases at their deadlines, so
+    /// waiters and live surfaces hear about it even when no request comes in.
+    pub async fn run_reaper(self: Arc<Self>) {
+        loop {
+            let next = self
+                .transact(|state, _, _, _| Ok(state.next_deadline()))
+                .await;
+            let next = match next {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::error!(error = %e, "reaper could not sweep");
+                    Some(Timestamp::now() + Duration::from_secs(1))
+                }
+            };
+            let sleep = match next {
+                Some(t) => Timestamp::now().until(t) + Duration::from_millis(1),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = self.reaper_wake.notified() => {}
+            }
+        }
+    }
+
+    /// Flushes everything (used at shutdown).
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.store.flush_now()?)
+    }
+}
+
+enum Seen {
+    Pending(Interaction, watch::Receiver<()>, Timestamp),
+    Done(Interaction),
+}
+
+/// Marks one wait as in flight; dropping it (however the wait ends) starts the lease clock.
+struct WaitGuard {
+    broker: Arc<Broker>,
+    id: String,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        if self.broker.lock().wait_ended(&self.id) {
+            self.broker.reaper_wake.notify_one();
+        }
+    }
+}
+
+impl AnswerRefusal {
+    /// The machine-readable `code` of this refusal (SPEC §3.3).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AnswerRefusal::AlreadyAnswered => "already_answered",
+            AnswerRefusal::NotPending(_) => "not_pending",
+            AnswerRefusal::DigestMismatch => "digest_mismatch",
+            AnswerRefusal::NonceMismatch => "nonce_mismatch",
+            AnswerRefusal::InvalidAnswer(_) => "invalid_answer",
+        }
+    }
+}

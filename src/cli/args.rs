@@ -1,0 +1,258 @@
+//! The `agentnotify` command line (SPEC §5), as clap definitions.
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentnotify",
+    version,
+    about = "Answer your AI coding agent's permission requests and questions from anywhere",
+    long_about = "agentnotify keeps one durable record per question an agent asks, accepts at most one \
+answer (first valid wins), and lets you answer from this terminal, a web page or a phone.\n\n\
+Start here: `agentnotify demo` sends a sample permission request through the real hook.",
+    after_help = "Exit codes: 0 ok, 1 error, 3 not found. Errors go to stderr as one line with their code."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the broker in the foreground (the same program hooks start on demand).
+    Daemon(DaemonArgs),
+    /// Ask, list, wait for and answer questions.
+    #[command(subcommand)]
+    Interactions(InteractionsCommand),
+    /// Post, list and resolve notifications.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
+    /// Send a sample permission request through the real hook and show the decision.
+    Demo(DemoArgs),
+    /// Show whether the broker runs, where, and how many questions are pending.
+    Status(JsonFlag),
+    /// Ask the running broker to exit once nothing is pending.
+    Stop,
+    /// Print the loopback API's bearer token (creating it on first use).
+    Token(TokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Port on 127.0.0.1 (default 47821, falling back to an ephemeral port when taken; 0 = ephemeral).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Started by a client: exit after the idle time with nothing pending.
+    #[arg(long)]
+    pub on_demand: bool,
+    /// Idle seconds before an on-demand broker exits (default: config, else 900).
+    #[arg(long, value_name = "S")]
+    pub idle_exit_seconds: Option<u64>,
+    /// POST requests per second allowed across all clients (default: config, else 30).
+    #[arg(long, value_name = "N")]
+    pub rate_limit: Option<u32>,
+    /// Burst size of the POST rate limit (default: config, else 60).
+    #[arg(long, value_name = "N")]
+    pub rate_burst: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// Print the token file's path instead of the token.
+    #[arg(long)]
+    pub path: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Seconds the demo question stays open.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Subcommand)]
+#[command(
+    after_help = "Every command starts the broker on demand. `get`, `request`, `wait`, `respond` and \
+`cancel` print the record as JSON. To answer, take `request_digest` and `nonce` from `get`.\n\n\
+Example:\n  agentnotify interactions request --kind permission --prompt \"Deploy to prod?\" \\\n    \
+--choice allow-once:\"Allow once\" --choice deny:\"Deny\" --agent codex --project shop --session sess-1\n  \
+agentnotify interactions list --pending\n  \
+agentnotify interactions respond <id> --response-id r1 --digest <request_digest> --nonce <nonce> --choice deny"
+)]
+pub enum InteractionsCommand {
+    /// Open a question (or reuse the pending one with the same key and content).
+    Request(RequestArgs),
+    /// List questions, newest first.
+    List(ListArgs),
+    /// Show one question as JSON.
+    Get(IdArg),
+    /// Wait until a question is answered or ends, or the timeout passes.
+    Wait(WaitArgs),
+    /// Answer a question (first valid answer wins).
+    Respond(RespondArgs),
+    /// Withdraw a pending question.
+    Cancel(IdArg),
+    /// Re-send a question to the enabled relay routes.
+    Publish(IdArg),
+    /// Fetch answers from the relay once, by hand.
+    PollResponses(PollArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// The interaction id (32 hex characters).
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    /// permission, single_choice or text.
+    #[arg(long, default_value = "permission")]
+    pub kind: String,
+    /// The question, exactly as the person should see it (1-2000 characters).
+    #[arg(long)]
+    pub prompt: String,
+    /// An answer choice as ID:LABEL (repeatable; permission defaults to allow-once and deny).
+    #[arg(long = "choice", value_name = "ID:LABEL")]
+    pub choices: Vec<String>,
+    /// Extra detail for a choice as ID:DETAIL (repeatable).
+    #[arg(long = "choice-detail", value_name = "ID:DETAIL")]
+    pub choice_details: Vec<String>,
+    /// Longest text answer (text questions; 1-2000, default 500).
+    #[arg(long = "text-max", value_name = "N")]
+    pub text_max: Option<u32>,
+    /// Seconds until the question expires (30-3600, default 600).
+    #[arg(long, value_name = "S")]
+    pub ttl: Option<u64>,
+    /// Logical identity: the same key and content reuses the pending question.
+    #[arg(long)]
+    pub key: Option<String>,
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only pending questions.
+    #[arg(long)]
+    pub pending: bool,
+    /// Only this status: pending, answered, expired, cancelled or superseded.
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub session: Option<String>,
+    /// At most this many (1-500, default 100).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Print JSON instead of aligned lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    pub id: String,
+    /// Seconds to wait (1-300).
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RespondArgs {
+    pub id: String,
+    /// Idempotency key: repeating an accepted answer with it replays the result.
+    /// Default: a new random one.
+    #[arg(long)]
+    pub response_id: Option<String>,
+    /// The question's request_digest (from `get`): proves which question you answer.
+    #[arg(long)]
+    pub digest: String,
+    /// The question's nonce (from `get`).
+    #[arg(long)]
+    pub nonce: String,
+    /// The chosen choice id.
+    #[arg(long, conflicts_with = "text", required_unless_present = "text")]
+    pub choice: Option<String>,
+    /// The text answer (text questions).
+    #[arg(long)]
+    pub text: Option<String>,
+    /// Who answers (default cli).
+    #[arg(long, default_value = "cli")]
+    pub source: String,
+    /// Device id of the answering device, if any.
+    #[arg(long)]
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PollArgs {
+    /// Only this relay provider.
+    #[arg(long)]
+    pub provider: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Post a notification (a matching active key updates it in place).
+    Send(SendArgs),
+    /// List notifications, newest first.
+    List(NotifyListArgs),
+    /// Show one notification as JSON.
+    Get(IdArg),
+    /// Mark a notification resolved.
+    Resolve(IdArg),
+    /// Dismiss a notification.
+    Dismiss(IdArg),
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[arg(long)]
+    pub title: String,
+    #[arg(long)]
+    pub message: String,
+    /// permission_required, input_required, completed, error, info…
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    /// low, normal, high or critical.
+    #[arg(long)]
+    pub priority: Option<String>,
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyListArgs {
+    /// active, resolved or dismissed.
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub limit: Option<u32>,
+    #[arg(long)]
+    pub json: bool,
+}

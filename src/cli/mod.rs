@@ -1,0 +1,306 @@
+//! The `agentnotify` program: parses the command line and calls the library.
+
+mod args;
+mod demo;
+mod output;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use serde_json::{json, Value};
+
+pub use args::Cli;
+use args::{Command, InteractionsCommand, NotifyCommand};
+
+use crate::client::{self, Client, ClientError};
+use crate::daemon::{self, DaemonExit, DaemonOptions};
+use crate::paths::Paths;
+
+/// Exit codes (SPEC §5).
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_NOT_FOUND: i32 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Daemon(#[from] daemon::DaemonError),
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathsError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Client(ClientError::Api { status: 404, .. }) => EXIT_NOT_FOUND,
+            _ => EXIT_ERROR,
+        }
+    }
+}
+
+/// Runs the program; returns the exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+        }
+    };
+    let result = match cli.command {
+        Command::Daemon(a) => run_daemon(a),
+        other => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            rt.block_on(run(other))
+        }
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("agentnotify: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn run_daemon(a: args::DaemonArgs) -> Result<(), CliError> {
+    let paths = Paths::from_env()?;
+    let _log = crate::logging::init(&paths, "broker", "info");
+    let opts = DaemonOptions {
+        port: a.port,
+        on_demand: a.on_demand,
+        idle_exit: a.idle_exit_seconds.map(std::time::Duration::from_secs),
+        rate_per_second: a.rate_limit,
+        rate_burst: a.rate_burst,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("cannot start the runtime: {e}")))?;
+    let exit = rt.block_on(daemon::run(&paths, opts, |info| {
+        println!(
+            "agentnotify broker {} listening on {} (pid {})",
+            info.version, info.url, info.pid
+        );
+    }))?;
+    if let DaemonExit::AlreadyRunning(info) = exit {
+        match info {
+            Some(i) => println!(
+                "agentnotify broker already running at {} (pid {})",
+                i.url, i.pid
+            ),
+            None => println!("agentnotify broker already running (it holds broker.lock)"),
+        }
+    }
+    Ok(())
+}
+
+async fn connect() -> Result<Client, CliError> {
+    let paths = Paths::from_env()?;
+    Ok(client::attach_or_spawn(&paths).await?)
+}
+
+async fn run(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Daemon(_) => unreachable!("handled before the runtime starts"),
+        Command::Interactions(c) => interactions(c).await,
+        Command::Notify(c) => notify(c).await,
+        Command::Demo(a) => demo::run(a).await,
+        Command::Status(a) => status(a.json).await,
+        Command::Stop => {
+            let paths = Paths::from_env()?;
+            match client::attach(&paths).await? {
+                Some(c) => {
+                    c.shutdown_when_idle().await?;
+                    println!("the broker will exit as soon as nothing is pending");
+                }
+                None => println!("no broker is running"),
+            }
+            Ok(())
+        }
+        Command::Token(a) => {
+            let paths = Paths::from_env()?;
+            if a.path {
+                println!("{}", paths.token_file().display());
+            } else {
+                paths.ensure_dirs()?;
+                let token = crate::secret::load_or_create_token(&paths.token_file())
+                    .map_err(|e| CliError::Other(format!("cannot read the token: {e}")))?;
+                println!("{}", token.expose());
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
+    use InteractionsCommand::*;
+    match c {
+        Request(a) => {
+            let body = request_body(&a)?;
+            let (record, _) = connect().await?.request_interaction(&body).await?;
+            output::print_json(&record);
+        }
+        List(a) => {
+            let mut q: Vec<(&str, String)> = Vec::new();
+            if a.pending {
+                q.push(("pending", "true".into()));
+            }
+            push_opt(&mut q, "status", a.status);
+            push_opt(&mut q, "agent", a.agent);
+            push_opt(&mut q, "project", a.project);
+            push_opt(&mut q, "session", a.session);
+            push_opt(&mut q, "limit", a.limit.map(|n| n.to_string()));
+            let list = connect().await?.list_interactions(&q).await?;
+            if a.json {
+                output::print_json(&list);
+            } else {
+                output::print_interaction_lines(&list["interactions"]);
+            }
+        }
+        Get(a) => output::print_json(&connect().await?.get_interaction(&a.id).await?),
+        Wait(a) => {
+            if !(1..=300).contains(&a.timeout) {
+                return Err(CliError::Usage("--timeout must be 1-300 seconds".into()));
+            }
+            output::print_json(&connect().await?.wait(&a.id, a.timeout).await?)
+        }
+        Respond(a) => {
+            let mut body = json!({
+                "response_id": a.response_id.unwrap_or_else(|| format!("cli-{}", crate::model::new_id())),
+                "request_digest": a.digest,
+                "nonce": a.nonce,
+                "source": a.source,
+            });
+            if let Some(c) = a.choice {
+                body["choice_id"] = json!(c);
+            }
+            if let Some(t) = a.text {
+                body["text"] = json!(t);
+            }
+            if let Some(d) = a.device {
+                body["device_id"] = json!(d);
+            }
+            output::print_json(&connect().await?.respond(&a.id, &body).await?);
+        }
+        Cancel(a) => output::print_json(&connect().await?.cancel(&a.id).await?),
+        Publish(a) => output::print_json(&connect().await?.publish(&a.id).await?),
+        PollResponses(_) => {
+            return Err(CliError::Other(
+                "relay is not configured: no relay provider to poll (relay_unavailable)".into(),
+            ))
+        }
+    }
+    Ok(())
+}
+
+async fn notify(c: NotifyCommand) -> Result<(), CliError> {
+    use NotifyCommand::*;
+    match c {
+        Send(a) => {
+            let body = json!({
+                "title": a.title, "message": a.message, "type": a.kind, "priority": a.priority,
+                "agent": a.agent, "project": a.project, "key": a.key,
+            });
+            output::print_json(&connect().await?.notify(&body).await?);
+        }
+        List(a) => {
+            let mut q: Vec<(&str, String)> = Vec::new();
+            push_opt(&mut q, "status", a.status);
+            push_opt(&mut q, "agent", a.agent);
+            push_opt(&mut q, "project", a.project);
+            push_opt(&mut q, "limit", a.limit.map(|n| n.to_string()));
+            let list = connect().await?.list_notifications(&q).await?;
+            if a.json {
+                output::print_json(&list);
+            } else {
+                output::print_notification_lines(&list["notifications"]);
+            }
+        }
+        Get(a) => output::print_json(&connect().await?.get_notification(&a.id).await?),
+        Resolve(a) => output::print_json(
+            &connect()
+                .await?
+                .close_notification(&a.id, "resolve")
+                .await?,
+        ),
+        Dismiss(a) => output::print_json(
+            &connect()
+                .await?
+                .close_notification(&a.id, "dismiss")
+                .await?,
+        ),
+    }
+    Ok(())
+}
+
+async fn status(as_json: bool) -> Result<(), CliError> {
+    let paths = Paths::from_env()?;
+    let status = match client::attach(&paths).await? {
+        Some(c) => c.status().await?,
+        None => json!({"status": "stopped"}),
+    };
+    if as_json {
+        output::print_json(&status);
+    } else if status["status"] == "ok" {
+        println!(
+            "broker {} running at {} (pid {}), {} pending",
+            status["version"].as_str().unwrap_or("?"),
+            status["url"].as_str().unwrap_or("?"),
+            status["pid"],
+            status["pending"]
+        );
+    } else {
+        println!("no broker is running (hooks and commands start one on demand)");
+    }
+    Ok(())
+}
+
+fn push_opt(q: &mut Vec<(&'static str, String)>, name: &'static str, value: Option<String>) {
+    if let Some(v) = value {
+        q.push((name, v));
+    }
+}
+
+/// Builds the request body from `--choice ID:LABEL` and friends.
+fn request_body(a: &args::RequestArgs) -> Result<Value, CliError> {
+    let mut choices: Vec<Value> = Vec::new();
+    for c in &a.choices {
+        let (id, label) = c
+            .split_once(':')
+            .ok_or_else(|| CliError::Usage(format!("--choice must be ID:LABEL, got {c:?}")))?;
+        choices.push(json!({"id": id, "label": label}));
+    }
+    for d in &a.choice_details {
+        let (id, detail) = d.split_once(':').ok_or_else(|| {
+            CliError::Usage(format!("--choice-detail must be ID:DETAIL, got {d:?}"))
+        })?;
+        let choice = choices.iter_mut().find(|c| c["id"] == id).ok_or_else(|| {
+            CliError::Usage(format!("--choice-detail names unknown choice {id:?}"))
+        })?;
+        choice["detail"] = json!(detail);
+    }
+    let mut body = json!({
+        "kind": a.kind, "prompt": a.prompt, "agent": a.agent, "project": a.project,
+        "session_id": a.session, "key": a.key,
+    });
+    if !choices.is_empty() {
+        body["choices"] = Value::Array(choices);
+    }
+    if let Some(n) = a.text_max {
+        body["text_max_length"] = json!(n);
+    }
+    if let Some(t) = a.ttl {
+        body["ttl_seconds"] = json!(t);
+    }
+    Ok(body)
+}

@@ -1,0 +1,250 @@
+//! The broker process: life lock, store, `broker.json`, background jobs, idle exit, signals
+//! (SPEC §1, §3.4, §3.5).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, rate_limit::RateLimiter, Activity, ApiContext};
+use crate::broker::{Broker, BrokerConfig, BrokerError};
+use crate::config::{Config, ConfigError, DEFAULT_PORT};
+use crate::model::Timestamp;
+use crate::paths::{Paths, PathsError};
+
+/// How the daemon was asked to run.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonOptions {
+    /// Port to bind; `Some(0)` asks for an ephemeral one. `None`: env, config, default.
+    pub port: Option<u16>,
+    /// Started by a client: exits after the idle time.
+    pub on_demand: bool,
+    pub idle_exit: Option<Duration>,
+    pub rate_per_second: Option<u32>,
+    pub rate_burst: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Paths(#[from] PathsError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot use {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Io { what, source }
+}
+
+/// The content of `broker.json`: how clients find the running broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    pub pid: u32,
+    pub port: u16,
+    pub url: String,
+    pub version: String,
+    pub api: String,
+    pub started_at: String,
+}
+
+impl BrokerInfo {
+    pub fn read(paths: &Paths) -> Option<BrokerInfo> {
+        let bytes = std::fs::read(paths.broker_json()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// How the daemon ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DaemonExit {
+    /// Another broker holds the lock; it is left alone.
+    AlreadyRunning(Option<BrokerInfo>),
+    Stopped,
+}
+
+/// Runs the broker until a signal, a shutdown request or (on demand) the idle timeout.
+/// `on_ready` is called once the API is reachable and `broker.json` is written.
+pub async fn run(
+    paths: &Paths,
+    opts: DaemonOptions,
+    on_ready: impl FnOnce(&BrokerInfo),
+) -> Result<DaemonExit, DaemonError> {
+    paths.ensure_dirs()?;
+    let lock = crate::fsutil::open_lock_file(&paths.broker_lock()).map_err(io("broker.lock"))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Ok(DaemonExit::AlreadyRunning(BrokerInfo::read(paths)))
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io("broker.lock")(e)),
+    }
+    let config = Config::load(&paths.config_file())?;
+    let token =
+        crate::secret::load_or_create_token(&paths.token_file()).map_err(io("the token file"))?;
+    let store = crate::store::Store::open(&paths.store_dir()).map_err(BrokerError::from)?;
+    let broker = Broker::open(store, BrokerConfig::default())?;
+    let retention = Duration::from_secs(config.retention_days() as u64 * 86_400);
+    broker.prune(Timestamp::now().minus(retention)).await?;
+
+    let listener = bind(resolve_port(&opts, &config)).await?;
+    let port = listener
+        .local_addr()
+        .map_err(io("the listening socket"))?
+        .port();
+    let started_at = Timestamp::now();
+    let info = BrokerInfo {
+        pid: std::process::id(),
+        port,
+        url: format!("http://127.0.0.1:{port}"),
+        version: crate::VERSION.to_string(),
+        api: crate::API_VERSION.to_string(),
+        started_at: started_at.to_rfc3339(),
+    };
+    let (shutdown_requested, mut shutdown_rx) = watch::channel(false);
+    let ctx = Arc::new(ApiContext {
+        broker: Arc::clone(&broker),
+        token,
+        limiter: RateLimiter::new(
+            opts.rate_per_second.unwrap_or(config.rate_per_second()),
+            opts.rate_burst.unwrap_or(config.rate_burst()),
+        ),
+        started_at,
+        url: info.url.clone(),
+        activity: Activity::default(),
+        shutdown_requested,
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
+    let mut info_json = serde_json::to_vec_pretty(&info).unwrap_or_default();
+    info_json.push(b'\n');
+    crate::fsutil::write_atomic(&paths.broker_json(), &info_json, 0o600)
+        .map_err(io("broker.json"))?;
+    tracing::info!(
+        pid = info.pid,
+        port,
+        on_demand = opts.on_demand,
+        "broker started"
+    );
+    on_ready(&info);
+
+    tokio::spawn(Arc::clone(&broker).run_reaper());
+    tokio::spawn(retention_job(Arc::clone(&broker), retention));
+
+    let idle = opts.on_demand.then(|| {
+        opts.idle_exit
+            .unwrap_or(Duration::from_secs(config.idle_exit_seconds()))
+    });
+    let reason = tokio::select! {
+        r = signals() => r,
+        _ = idle_exit(&ctx, idle, &mut shutdown_rx) => "idle",
+    };
+    tracing::info!(reason, "broker stopping");
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    broker.flush()?;
+    if BrokerInfo::read(paths).is_some_and(|i| i.pid == info.pid) {
+        let _ = std::fs::remove_file(paths.broker_json());
+    }
+    drop(lock);
+    Ok(DaemonExit::Stopped)
+}
+
+fn resolve_port(opts: &DaemonOptions, config: &Config) -> (u16, bool) {
+    if let Some(p) = opts.port {
+        return (p, false);
+    }
+    if let Some(p) = std::env::var("AGENTNOTIFY_PORT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+    {
+        return (p, false);
+    }
+    match config.port {
+        Some(p) => (p, false),
+        None => (DEFAULT_PORT, true),
+    }
+}
+
+/// Binds 127.0.0.1; the default port falls back to an ephemeral one when taken.
+async fn bind((port, fallback): (u16, bool)) -> Result<TcpListener, DaemonError> {
+    match TcpListener::bind(("127.0.0.1", port)).await {
+        Ok(l) => Ok(l),
+        Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::info!(port, "default port taken; using an ephemeral port");
+            TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .map_err(io("an ephemeral port on 127.0.0.1"))
+        }
+        Err(e) => Err(io(format!("127.0.0.1:{port}"))(e)),
+    }
+}
+
+async fn signals() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
+    }
+}
+
+/// Resolves when the broker should exit for lack of work: an on-demand broker after `idle`
+/// with nothing pending and no request, or any broker asked to shut down once idle.
+async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watch::Receiver<bool>) {
+    let mut events = ctx.broker.subscribe();
+    loop {
+        let busy = ctx.broker.is_busy() || ctx.activity.in_flight() > 0;
+        if *shutdown.borrow() && !busy {
+            return;
+        }
+        let wake_in = match idle {
+            Some(idle) if !busy => {
+                let quiet_until = ctx.activity.last() + idle;
+                let left = Timestamp::now().until(quiet_until);
+                if left.is_zero() {
+                    return;
+                }
+                left
+            }
+            // Busy (or never idling): look again when something changes, or in a while.
+            _ => idle
+                .unwrap_or(Duration::from_secs(3600))
+                .max(Duration::from_secs(1)),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wake_in) => {}
+            _ = shutdown.changed() => {}
+            _ = events.recv() => {}
+        }
+    }
+}
+
+async fn retention_job(broker: Arc<Broker>, retention: Duration) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        if let Err(e) = broker.prune(Timestamp::now().minus(retention)).await {
+            tracing::error!(error = %e, "retention job failed");
+        }
+    }
+}

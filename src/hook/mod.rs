@@ -1,0 +1,94 @@
+//! The host bridge: `agentnotify-hook <claude|codex> ask-permission` (SPEC §6).
+//!
+//! Its whole life is one function whose every failure ends in "print nothing, exit 0", so
+//! the host falls back to its own prompt. It never auto-allows, never auto-denies, never
+//! exits non-zero, and exits the moment it has printed a decision.
+
+pub mod decision;
+pub mod payload;
+mod run;
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use clap::Parser;
+
+pub use decision::Decision;
+pub use payload::{Host, Plan};
+
+/// The bridge's arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentnotify-hook",
+    version,
+    about = "Claude Code / Codex PermissionRequest hook: ask the question remotely and print the host's decision",
+    after_help = "Setup commands: agentnotify-hook install-harness <claude|codex> --ask | uninstall-harness <claude|codex> | doctor\n\
+                  On any failure the hook prints nothing and exits 0, so the host shows its own prompt."
+)]
+pub struct HookArgs {
+    /// The host running the hook: claude or codex.
+    pub host: String,
+    /// The hook event; only `ask-permission` exists.
+    pub action: String,
+    /// Seconds to wait for an answer; must end before the host's hook timeout.
+    #[arg(long, default_value_t = 590)]
+    pub timeout: u64,
+}
+
+/// Runs the bridge and exits the process with status 0, whatever happens.
+pub fn main(args: Vec<OsString>) -> ! {
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "hook panicked; staying silent");
+    }));
+    let parsed = match HookArgs::try_parse_from(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(e.kind(), DisplayHelp | DisplayVersion) {
+                let _ = write!(std::io::stdout(), "{e}");
+            } else {
+                let _ = write!(std::io::stderr(), "{e}");
+            }
+            std::process::exit(0)
+        }
+    };
+    let host = match (Host::parse(&parsed.host), parsed.action.as_str()) {
+        (Some(h), "ask-permission") => h,
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S]"
+            );
+            std::process::exit(0)
+        }
+    };
+    let decision = std::panic::catch_unwind(|| {
+        let stdin = read_stdin()?;
+        run::ask(
+            host,
+            Duration::from_secs(parsed.timeout.clamp(1, 3600)),
+            &stdin,
+        )
+    })
+    .ok()
+    .flatten();
+    if let Some(d) = decision {
+        let line = d.render(host);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    std::process::exit(0)
+}
+
+/// At most 1 MiB of stdin; anything larger is not a host payload.
+fn read_stdin() -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(payload::MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    (buf.len() <= payload::MAX_PAYLOAD).then_some(buf)
+}

@@ -1,0 +1,255 @@
+//! The bridge's flow: plan → attach or spawn → open → wait in slices → decide.
+//! Any failure, and any signal from the host, withdraws what was opened and stays silent.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use super::decision::Decision;
+use super::payload::{self, Host, Plan, Question};
+use crate::client::{self, Client, ClientError};
+use crate::paths::Paths;
+
+/// Longest single long-poll: the broker's owner lease needs a wait to start at least this
+/// often, and a server cannot see a client vanish mid-poll (SPEC §3.1).
+const WAIT_SLICE_SECS: u64 = 10;
+/// How long withdrawing may take on the way out (the host SIGKILLs ~1.45 s after SIGTERM).
+const WITHDRAW_BUDGET: Duration = Duration::from_millis(300);
+
+/// Why the hook falls back to the host's own prompt. Logged, never printed.
+#[derive(Debug, thiserror::Error)]
+enum Fallback {
+    #[error("no broker: {0}")]
+    Broker(#[from] ClientError),
+    #[error("the wait budget ended")]
+    BudgetEnded,
+    #[error("the question ended without an answer ({0})")]
+    Ended(String),
+    #[error("the answer does not map to a decision")]
+    UnknownChoice,
+    #[error("the broker sent an unexpected record")]
+    BadRecord,
+}
+
+/// What was opened so far, so every exit path can withdraw it.
+#[derive(Default)]
+struct Opened {
+    client: Option<Client>,
+    ids: Vec<String>,
+}
+
+type Shared = Arc<Mutex<Opened>>;
+
+/// Asks the question(s) for one host payload; `None` means "print nothing".
+pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
+    let started = std::time::Instant::now();
+    let payload: Value = serde_json::from_slice(stdin).ok()?;
+    let ttl = (budget.as_secs() + 30).clamp(30, 3600);
+    let paths = Paths::from_env().ok()?;
+    let _log = crate::logging::init_blocking(&paths, "hook", "info");
+    let plan = match payload::plan(host, &payload, ttl) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::info!(reason = %e, host = host.as_str(), "payload not asked; host prompt used");
+            return None;
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async move {
+        let deadline = Instant::from_std(started + budget);
+        let shared: Shared = Arc::default();
+        let signal = host_gives_up();
+        let outcome = tokio::select! {
+            r = run(host, &paths, plan, deadline, Arc::clone(&shared)) => r,
+            sig = signal => {
+                tracing::info!(signal = sig, "host gave up; withdrawing");
+                withdraw(&shared).await;
+                return None;
+            }
+        };
+        match outcome {
+            Ok(decision) => {
+                tracing::info!(
+                    host = host.as_str(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "decision returned"
+                );
+                Some(decision)
+            }
+            Err(why) => {
+                tracing::info!(reason = %why, "no decision; host prompt used");
+                withdraw(&shared).await;
+                None
+            }
+        }
+    })
+}
+
+async fn run(
+    host: Host,
+    paths: &Paths,
+    plan: Plan,
+    deadline: Instant,
+    shared: Shared,
+) -> Result<Decision, Fallback> {
+    let client = client::attach_or_spawn(paths).await?;
+    shared.lock().expect("not poisoned").client = Some(client.clone());
+    match plan {
+        Plan::Permission {
+            question,
+            suggestions,
+        } => {
+            let id = open(&client, &question, deadline, &shared).await?;
+            let record = answered(&client, &id, deadline).await?;
+            match choice_of(&record)? {
+                "allow-once" | "allow" => Ok(Decision::Allow),
+                "deny" => Ok(Decision::Deny),
+                "allow-always" if host == Host::Claude => match suggestions {
+                    Some(s) => Ok(Decision::AllowAlways(s)),
+                    None => Err(Fallback::UnknownChoice),
+                },
+                _ => Err(Fallback::UnknownChoice),
+            }
+        }
+        Plan::Questions {
+            questions,
+            tool_input,
+        } => {
+            let mut ids = Vec::with_capacity(questions.len());
+            for q in &questions {
+                ids.push(open(&client, q, deadline, &shared).await?);
+            }
+            let mut answers = Map::new();
+            for (q, id) in questions.iter().zip(&ids) {
+                let record = answered(&client, id, deadline).await?;
+                let choice = choice_of(&record)?;
+                let label = q
+                    .option_labels
+                    .iter()
+                    .find(|(cid, _)| cid == choice)
+                    .map(|(_, label)| label.clone())
+                    .ok_or(Fallback::UnknownChoice)?;
+                let text = q.question_text.clone().ok_or(Fallback::BadRecord)?;
+                answers.insert(text, Value::String(label));
+            }
+            let mut input = tool_input;
+            let obj = input.as_object_mut().ok_or(Fallback::BadRecord)?;
+            obj.insert("answers".into(), Value::Object(answers));
+            Ok(Decision::AllowWithInput(input))
+        }
+    }
+}
+
+/// Opens one question and its notification; returns the interaction id.
+async fn open(
+    client: &Client,
+    q: &Question,
+    deadline: Instant,
+    shared: &Shared,
+) -> Result<String, Fallback> {
+    let (record, _created) =
+        retry_rate_limited(deadline, || client.request_interaction(&q.request)).await?;
+    let id = record["id"]
+        .as_str()
+        .ok_or(Fallback::BadRecord)?
+        .to_string();
+    shared.lock().expect("not poisoned").ids.push(id.clone());
+    tracing::info!(id = %id, "question open");
+    let mut notification = q.notification.clone();
+    notification["interaction_id"] = json!(id);
+    if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
+        // The question stands without it; surfaces still list it.
+        tracing::warn!(error = %e, "notification not posted");
+    }
+    Ok(id)
+}
+
+/// Waits in slices until answered; any other end, or the budget running out, falls back.
+async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value, Fallback> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+        let slice = left.min(WAIT_SLICE_SECS);
+        if slice == 0 {
+            return Err(Fallback::BudgetEnded);
+        }
+        let record = client.wait(id, slice).await?;
+        match record["status"].as_str() {
+            Some("answered") => return Ok(record),
+            Some("pending") => continue,
+            Some(other) => return Err(Fallback::Ended(other.to_string())),
+            None => return Err(Fallback::BadRecord),
+        }
+    }
+}
+
+fn choice_of(record: &Value) -> Result<&str, Fallback> {
+    record["response"]["choice_id"]
+        .as_str()
+        .ok_or(Fallback::UnknownChoice)
+}
+
+/// Retries a call refused by the shared rate limit after `Retry-After`, while time remains.
+async fn retry_rate_limited<T, F, Fut>(deadline: Instant, mut call: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    loop {
+        match call().await {
+            Err(ClientError::Api {
+                status: 429,
+                retry_after,
+                ..
+            }) if Instant::now() + Duration::from_secs(retry_after.unwrap_or(1)) < deadline => {
+                tokio::time::sleep(Duration::from_secs(retry_after.unwrap_or(1))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Cancels every question this hook opened (best effort, bounded); the broker resolves
+/// their notifications with them.
+async fn withdraw(shared: &Shared) {
+    let (client, ids) = {
+        let opened = shared.lock().expect("not poisoned");
+        (opened.client.clone(), opened.ids.clone())
+    };
+    let Some(client) = client else { return };
+    let cancel_all = async {
+        for id in &ids {
+            let _ = client.cancel(id).await;
+        }
+    };
+    let _ = tokio::time::timeout(WITHDRAW_BUDGET, cancel_all).await;
+}
+
+/// Resolves when the host signals that it gave up (SIGTERM, SIGINT or SIGHUP).
+async fn host_gives_up() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
+    }
+}
