@@ -1,1 +1,7 @@
+//! Integration tests: the real binaries, a temp AGENTNOTIFY_HOME, ephemeral ports.
 
+mod api;
+mod broker;
+mod cli;
+mod durability;
+mod support;
