@@ -28,7 +28,7 @@ async fn a_wait_that_outlives_the_deadline_returns_expired_at_the_deadline() {
     let b = broker(dir.path(), Duration::from_secs(15));
     let (q, _) = b.request(request("expires", 1, false)).await.unwrap();
     let started = Instant::now();
-    let done = b.wait(&q.id, Duration::from_secs(60)).await.unwrap();
+    let done = b.wait(&q.id, Duration::from_secs(60), false).await.unwrap();
     assert_eq!(done.status, Status::Expired);
     // Woken by the deadline itself, not by the 60 s wait timeout.
     assert!(
@@ -89,7 +89,7 @@ async fn an_owner_lease_cancels_a_question_nobody_waits_for() {
         let id = kept.id.clone();
         tokio::spawn(async move {
             for _ in 0..8 {
-                let r = b.wait(&id, Duration::from_millis(200)).await.unwrap();
+                let r = b.wait(&id, Duration::from_millis(200), true).await.unwrap();
                 if r.status != Status::Pending {
                     return r.status;
                 }
@@ -97,9 +97,15 @@ async fn an_owner_lease_cancels_a_question_nobody_waits_for() {
             Status::Pending
         })
     };
-    let gone = b.wait(&left.id, Duration::from_secs(1)).await.unwrap();
+    let gone = b
+        .wait(&left.id, Duration::from_secs(1), true)
+        .await
+        .unwrap();
     // This wait itself kept it alive while in flight; it lapses `grace` after the wait started.
-    let lapsed = b.wait(&left.id, Duration::from_secs(5)).await.unwrap();
+    let lapsed = b
+        .wait(&left.id, Duration::from_secs(5), false)
+        .await
+        .unwrap();
     assert!(gone.status == Status::Pending || gone.status == Status::Cancelled);
     assert_eq!(lapsed.status, Status::Cancelled);
     assert_eq!(

@@ -4,4 +4,5 @@ mod api;
 mod broker;
 mod cli;
 mod durability;
+mod hook;
 mod support;
