@@ -84,7 +84,9 @@ impl CodexConfig {
             CONFIG_MODE,
         );
         let backup = backup_path(&self.snapshot.path);
-        if self.snapshot.bytes.is_some() && !backup.exists() {
+        // Back up only the file as it was before we recorded any trust for this hook.
+        let first_time = codex_trust::recorded_hash(&self.doc, key).is_none();
+        if self.snapshot.bytes.is_some() && !backup.exists() && first_time {
             change.backup_to = Some(backup);
         }
         Ok(Some(change))

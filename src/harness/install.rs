@@ -143,6 +143,9 @@ pub fn plan(
         discarded = true;
     }
 
+    let had_ours = original
+        .as_ref()
+        .is_some_and(|v| !json_config::find_ours(v).is_empty());
     let handler = json_config::handler_value(&request.command);
     let (action, position) = json_config::upsert(&mut doc, handler).expect("shape checked above");
     let changed = discarded || original.as_ref() != Some(&doc);
@@ -161,7 +164,9 @@ pub fn plan(
     if changed && existed {
         if discarded {
             change.backup_to = Some(free_backup_path(&path));
-        } else if !backup_path(&path).exists() {
+        } else if !backup_path(&path).exists() && !had_ours {
+            // The backup is the file as it was before we ever touched it; a file that
+            // already holds our hook is not that.
             change.backup_to = Some(backup_path(&path));
         }
     }
