@@ -95,7 +95,8 @@ impl CodexConfig {
     /// Plans removing the trust entries for `keys`; `None` when none is recorded. When
     /// the result equals the pre-install backup, the backup's exact bytes come back; when
     /// install created the file and nothing else was added since, the file goes.
-    pub fn plan_untrust(&self, keys: &[String]) -> Option<FileChange> {
+    /// `prune_folder`: a deleted file may take its then-empty folder with it.
+    pub fn plan_untrust(&self, keys: &[String], prune_folder: bool) -> Option<FileChange> {
         let mut doc = self.doc.clone();
         let mut changed = false;
         for key in keys {
@@ -118,7 +119,9 @@ impl CodexConfig {
             change.remove_backup = Some(backup);
             change
         } else if backup_bytes.is_none() && text.trim().is_empty() {
-            FileChange::new(self.snapshot.clone(), None, CONFIG_MODE)
+            let mut change = FileChange::new(self.snapshot.clone(), None, CONFIG_MODE);
+            change.prune_parent = prune_folder;
+            change
         } else {
             FileChange::new(self.snapshot.clone(), Some(text.into_bytes()), CONFIG_MODE)
         };

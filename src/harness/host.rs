@@ -132,6 +132,17 @@ impl Env {
         })
     }
 
+    /// Whether uninstall may remove the folder holding `host`'s file for `scope` once it
+    /// is empty: only the conventional `.claude` / `.codex` folders, never a folder named
+    /// by `CLAUDE_CONFIG_DIR` or `CODEX_HOME` (Codex refuses to start without the latter).
+    pub fn may_prune_folder(&self, host: Host, scope: Scope) -> bool {
+        match (host, scope) {
+            (_, Scope::Project) => true,
+            (Host::Claude, Scope::User) => self.claude_config_dir.is_none(),
+            (Host::Codex, Scope::User) => self.codex_home.is_none(),
+        }
+    }
+
     /// Codex's user `config.toml`, where hook trust lives for every scope.
     pub fn codex_config(&self) -> Result<PathBuf, HarnessError> {
         Ok(self.codex_home()?.join("config.toml"))

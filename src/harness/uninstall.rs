@@ -67,7 +67,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
             would("removed", "would remove")
         ));
         let mut change = FileChange::new(snapshot, None, JSON_MODE);
-        change.prune_parent = true;
+        change.prune_parent = env.may_prune_folder(host, scope);
         change
     } else {
         if backup_bytes.is_some() {
@@ -103,7 +103,8 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
         let config_path = env.codex_config()?;
         match CodexConfig::load(&config_path) {
             Ok(config) => {
-                if let Some(change) = config.plan_untrust(&keys) {
+                let prune = env.may_prune_folder(Host::Codex, Scope::User);
+                if let Some(change) = config.plan_untrust(&keys, prune) {
                     planned.lines.push(format!(
                         "Codex trust: {} the entry for our hook from {}",
                         would("removed", "would remove"),

@@ -568,6 +568,27 @@ fn codex_home_defaults_to_dot_codex_in_home() {
     assert_code(&sb.install("codex", &[]), 0);
     assert!(sb.home.join(".codex/hooks.json").exists());
     assert!(!sb.codex_hooks().exists());
+    assert_code(&sb.install("codex", &["--trust"]), 0);
+    assert!(read(&sb.home.join(".codex/config.toml")).contains(&format!(
+        "[hooks.state.\"{}:permission_request:0:0\"]",
+        sb.home.join(".codex/hooks.json").display()
+    )));
+    assert_code(&sb.run(&["uninstall-harness", "codex"]), 0);
+    assert!(
+        !sb.home.join(".codex").exists(),
+        "a clean home is clean again"
+    );
+}
+
+#[test]
+fn uninstall_never_removes_the_codex_home_folder() {
+    let sb = Sandbox::new();
+    for extra in [&[][..], &["--trust"][..]] {
+        assert_code(&sb.install("codex", extra), 0);
+        assert_code(&sb.run(&["uninstall-harness", "codex"]), 0);
+        assert!(!sb.codex_hooks().exists() && !sb.codex_config().exists());
+        assert!(sb.codex_home.is_dir(), "Codex needs CODEX_HOME to exist");
+    }
 }
 
 const CODEX_CONFIG: &str = r#"# Codex settings, hand-written
