@@ -12,7 +12,7 @@
 //!
 //! Modules, one job each: [`cli`] (arguments, output), [`install`] / [`uninstall`]
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
-//! root rule and trust entries), [`doctor`], [`command`] (the hook command line),
+//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe), [`command`] (the hook command line),
 //! [`host`] (where files live), [`files`] / [`plan`] (safe file replacement), [`diff`].
 
 pub mod cli;
@@ -23,6 +23,7 @@ pub mod diff;
 pub mod doctor;
 pub mod error;
 pub mod files;
+pub mod health;
 pub mod host;
 pub mod install;
 pub mod json_config;
