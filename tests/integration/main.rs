@@ -4,5 +4,7 @@ mod api;
 mod broker;
 mod cli;
 mod durability;
+#[cfg(unix)]
+mod harness;
 mod hook;
 mod support;
