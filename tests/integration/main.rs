@@ -8,4 +8,5 @@ mod durability;
 mod harness;
 mod hook;
 mod hook_fuzz;
+mod reliability;
 mod support;
