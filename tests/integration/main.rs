@@ -8,5 +8,6 @@ mod durability;
 mod harness;
 mod hook;
 mod hook_fuzz;
+mod openapi;
 mod reliability;
 mod support;
