@@ -384,14 +384,18 @@ async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
             .unwrap()
             .parse()
             .unwrap();
-        let choice = if job % 2 == 0 { "allow-once" } else { "deny" };
+        let choice = if job.is_multiple_of(2) {
+            "allow-once"
+        } else {
+            "deny"
+        };
         assert_eq!(api.respond(q, Api::answer(q, "r", choice)).await.0, 200);
     }
     for t in other {
         t.await.unwrap();
     }
     for (i, h) in hooks.into_iter().enumerate() {
-        let want = if i % 2 == 0 { ALLOW } else { DENY };
+        let want = if i.is_multiple_of(2) { ALLOW } else { DENY };
         assert_eq!(h.finish(), (0, format!("{want}\n")), "hook {i}");
     }
 }
