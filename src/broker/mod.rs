@@ -97,11 +97,16 @@ pub struct Pruned {
 
 /// The broker. Cheap to share behind an `Arc`.
 pub struct Broker {
-    store: Store,
+    core: Arc<Core>,
     state: Mutex<State>,
+    config: BrokerConfig,
+}
+
+/// What settling a transaction needs, shareable with a task that outlives the caller.
+struct Core {
+    store: Store,
     reaper_wake: Notify,
     events: broadcast::Sender<Event>,
-    config: BrokerConfig,
 }
 
 impl Broker {
@@ -120,17 +125,19 @@ impl Broker {
         }
         let (events, _) = broadcast::channel(1024);
         Ok(Arc::new(Broker {
-            store,
+            core: Arc::new(Core {
+                store,
+                reaper_wake: Notify::new(),
+                events,
+            }),
             state: Mutex::new(state),
-            reaper_wake: Notify::new(),
-            events,
             config,
         }))
     }
 
     /// Live events (interaction created / changed), for surfaces that push updates.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.events.subscribe()
+        self.core.events.subscribe()
     }
 
     /// True while anything is pending or anyone is waiting (an on-demand broker stays up).
@@ -150,6 +157,10 @@ impl Broker {
 
     /// Runs `f` under the lock after sweeping expiry and leases; then makes every change
     /// durable, wakes waiters and announces events.
+    ///
+    /// Settling runs in its own task: hyper drops a handler's future when its client goes
+    /// away, and a change already made in memory must still be flushed, announced and
+    /// scheduled (a lost reaper wake-up would leave an owner lease that never lapses).
     async fn transact<T>(
         &self,
         f: impl FnOnce(&mut State, &Store, Timestamp, &mut Outcome) -> Result<T>,
@@ -158,25 +169,17 @@ impl Broker {
         let result = {
             let mut state = self.lock();
             let now = Timestamp::now();
-            state.sweep(&self.store, now, &mut outcome)?;
-            f(&mut state, &self.store, now, &mut outcome)
+            let swept = state.sweep(&self.core.store, now, &mut outcome);
+            swept.and_then(|()| f(&mut state, &self.core.store, now, &mut outcome))
         };
-        self.settle(outcome).await?;
+        if outcome.is_empty() {
+            return result;
+        }
+        let core = Arc::clone(&self.core);
+        tokio::spawn(async move { core.settle(outcome).await })
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         result
-    }
-
-    async fn settle(&self, outcome: Outcome) -> Result<()> {
-        if outcome.wrote {
-            self.store.barrier().await?;
-        }
-        drop(outcome.wake);
-        for event in outcome.events {
-            let _ = self.events.send(event);
-        }
-        if outcome.reschedule {
-            self.reaper_wake.notify_one();
-        }
-        Ok(())
     }
 
     /// Opens a question, or reuses / supersedes a pending one with the same key (SPEC §3.2).
@@ -222,7 +225,7 @@ impl Broker {
             return Ok(records);
         }
         let mut out = Vec::new();
-        for record in self.store.interactions_newest_first() {
+        for record in self.core.store.interactions_newest_first() {
             let record = record?;
             if filter.matches(&record) {
                 out.push(record);
@@ -329,7 +332,8 @@ impl Broker {
     }
 
     pub async fn get_notification(&self, id: &str) -> Result<Notification> {
-        self.store
+        self.core
+            .store
             .get_notification(id)?
             .ok_or(BrokerError::NotFound("notification"))
     }
@@ -339,7 +343,7 @@ impl Broker {
         filter: &NotificationFilter,
     ) -> Result<Vec<Notification>> {
         let mut all = Vec::new();
-        for n in self.store.all_notifications() {
+        for n in self.core.store.all_notifications() {
             let n = n?;
             let keep = filter.status.is_none_or(|s| n.status == s)
                 && filter
@@ -374,21 +378,21 @@ impl Broker {
     /// Removes terminal interactions and closed notifications last changed before `cutoff`.
     pub async fn prune(&self, cutoff: Timestamp) -> Result<Pruned> {
         let mut pruned = Pruned::default();
-        for record in self.store.all_interactions() {
+        for record in self.core.store.all_interactions() {
             let record = record?;
             if record.status.is_terminal() && record.updated_at < cutoff {
-                self.store.remove_interaction(&record)?;
+                self.core.store.remove_interaction(&record)?;
                 pruned.interactions += 1;
             }
         }
-        for n in self.store.all_notifications() {
+        for n in self.core.store.all_notifications() {
             let n = n?;
             if n.status != NotificationStatus::Active && n.updated_at < cutoff {
-                self.store.remove_notification(&n.id)?;
+                self.core.store.remove_notification(&n.id)?;
                 pruned.notifications += 1;
             }
         }
-        self.store.barrier().await?;
+        self.core.store.barrier().await?;
         tracing::info!(
             interactions = pruned.interactions,
             notifications = pruned.notifications,
@@ -417,14 +421,14 @@ impl Broker {
             };
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
-                _ = self.reaper_wake.notified() => {}
+                _ = self.core.reaper_wake.notified() => {}
             }
         }
     }
 
     /// Flushes everything (used at shutdown).
     pub fn flush(&self) -> Result<()> {
-        Ok(self.store.flush_now()?)
+        Ok(self.core.store.flush_now()?)
     }
 }
 
@@ -442,8 +446,24 @@ struct WaitGuard {
 impl Drop for WaitGuard {
     fn drop(&mut self) {
         if self.broker.lock().wait_ended(&self.id) {
-            self.broker.reaper_wake.notify_one();
+            self.broker.core.reaper_wake.notify_one();
         }
+    }
+}
+
+impl Core {
+    async fn settle(&self, outcome: Outcome) -> Result<()> {
+        if outcome.wrote {
+            self.store.barrier().await?;
+        }
+        drop(outcome.wake);
+        for event in outcome.events {
+            let _ = self.events.send(event);
+        }
+        if outcome.reschedule {
+            self.reaper_wake.notify_one();
+        }
+        Ok(())
     }
 }
 

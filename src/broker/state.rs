@@ -32,6 +32,13 @@ pub struct Outcome {
     pub reschedule: bool,
 }
 
+impl Outcome {
+    /// Nothing to flush, wake, announce or reschedule.
+    pub fn is_empty(&self) -> bool {
+        !self.wrote && self.wake.is_empty() && self.events.is_empty() && !self.reschedule
+    }
+}
+
 pub struct Pending {
     pub interaction: Interaction,
     /// Dropped when the interaction leaves `pending`: every receiver wakes.

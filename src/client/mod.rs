@@ -58,7 +58,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(2))
-            .pool_idle_timeout(Duration::from_secs(30))
+            // Below the server's 10 s keep-alive header timeout, so a pooled connection is
+            // never reused just as the server closes it.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .expect("an HTTP client without TLS always builds");
         Client {

@@ -22,10 +22,15 @@ pub async fn attach(paths: &Paths) -> Result<Option<Client>> {
     };
     match client.health(HEALTH_TIMEOUT).await {
         Ok(h) if h["api"] == crate::API_VERSION => Ok(Some(client)),
-        Ok(h) => Err(ClientError::NoBroker(format!(
-            "the running broker (pid {}) speaks API {} (version {}), this client needs {}; stop it with `agentnotify stop` once nothing is pending",
-            info.pid, h["api"], h["version"], crate::API_VERSION
-        ))),
+        Ok(h) => {
+            // Another API generation: ask it to exit once idle, so the next client can start
+            // a matching broker; this request falls back meanwhile.
+            let _ = client.shutdown_when_idle().await;
+            Err(ClientError::NoBroker(format!(
+                "the running broker (pid {}) speaks API {} (version {}), this client needs {}; it was asked to exit once nothing is pending",
+                info.pid, h["api"], h["version"], crate::API_VERSION
+            )))
+        }
         // Stale broker.json (dead pid, wrong port): treated as no broker.
         Err(_) => Ok(None),
     }

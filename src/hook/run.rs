@@ -170,12 +170,17 @@ async fn open(
         .to_string();
     shared.lock().expect("not poisoned").ids.push(id.clone());
     tracing::info!(id = %id, "question open");
+    // Posted alongside the first wait, not before it: the owner lease counts from the
+    // question's creation, so the wait must start as soon as possible.
     let mut notification = q.notification.clone();
     notification["interaction_id"] = json!(id);
-    if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
-        // The question stands without it; surfaces still list it.
-        tracing::warn!(error = %e, "notification not posted");
-    }
+    let client = client.clone();
+    tokio::spawn(async move {
+        if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
+            // The question stands without it; surfaces still list it.
+            tracing::warn!(error = %e, "notification not posted");
+        }
+    });
     Ok(id)
 }
 

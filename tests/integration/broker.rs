@@ -145,3 +145,26 @@ async fn prune_removes_only_old_terminal_records() {
     assert!(b.get(&done.id).await.is_err());
     assert_eq!(b.get(&open.id).await.unwrap().status, Status::Pending);
 }
+
+#[tokio::test]
+async fn a_leased_question_never_waited_for_is_cancelled_after_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), Duration::from_millis(300));
+    tokio::spawn(Arc::clone(&b).run_reaper());
+    let mut events = b.subscribe();
+    let (q, _) = b
+        .request(request("owner died before waiting", 600, true))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("the reaper never cancelled it")
+            .unwrap();
+        if e.id == q.id && e.status == "cancelled" {
+            break;
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -478,8 +478,9 @@ async fn a_killed_hook_loses_its_question_to_the_owner_lease() {
     );
     assert!(
         killed.elapsed() < Duration::from_secs(40),
-        "lease took {:?}",
-        killed.elapsed()
+        "lease took {:?}\n{}",
+        killed.elapsed(),
+        home.logs()
     );
     assert!(api.pending().await.is_empty());
 }

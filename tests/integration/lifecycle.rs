@@ -37,11 +37,19 @@ fn a_broker_speaking_another_api_is_not_used() {
     // A fake broker whose /health says api v9.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = std::sync::Arc::clone(&seen);
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let mut s = stream;
             let mut buf = [0u8; 2048];
-            let _ = s.read(&mut buf);
+            let n = s.read(&mut buf).unwrap_or(0);
+            let first = String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            log.lock().unwrap().push(first);
             let body = r#"{"status":"ok","version":"9.0.0","api":"v9"}"#;
             let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
         }
@@ -53,6 +61,14 @@ fn a_broker_speaking_another_api_is_not_used() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("API") && err.contains("v9"), "{err}");
+    // It was asked to exit once idle, so a matching broker can take over.
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("POST /v1/admin/shutdown")),
+        "{seen:?}"
+    );
     // The hook stays silent rather than talking to it.
     let mut cmd = home.cmd(crate::support::HOOK);
     cmd.args(["claude", "ask-permission", "--timeout", "5"]);

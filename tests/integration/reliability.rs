@@ -389,7 +389,17 @@ async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
         } else {
             "deny"
         };
-        assert_eq!(api.respond(q, Api::answer(q, "r", choice)).await.0, 200);
+        let (s, v) = api.respond(q, Api::answer(q, "r", choice)).await;
+        if s != 200 {
+            let logs = home.logs();
+            let reasons: Vec<&str> = logs
+                .lines()
+                .filter(|l| {
+                    l.contains("no decision") || l.contains("lapsed") || l.contains("gave up")
+                })
+                .collect();
+            panic!("job {job}: {s} {v}\n{}", reasons.join("\n"));
+        }
     }
     for t in other {
         t.await.unwrap();

@@ -166,7 +166,12 @@ impl Api {
         Api {
             url: url.trim_end_matches('/').to_string(),
             token: token.to_string(),
-            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            // Below the broker's 10 s keep-alive header timeout (see client::Client::new).
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .pool_idle_timeout(Duration::from_secs(5))
+                .build()
+                .unwrap(),
         }
     }
 
