@@ -29,6 +29,9 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
     if segments == ["health"] {
         return only(&req, Method::GET).map(|_| health());
     }
+    if segments.first() == Some(&"ui") {
+        return Ok(crate::ui::handle(ctx, req).await);
+    }
     if segments.first() != Some(&"v1") {
         return Err(ApiError::not_found(format!(
             "no such route: {}",
@@ -58,6 +61,10 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
                 StatusCode::OK,
                 &json!({"shutdown": "when_idle"}),
             ))
+        }
+        ["ui", "link"] => {
+            only(&req, Method::POST)?;
+            Ok(crate::ui::mint_link(ctx))
         }
         ["interactions"] => {
             only(&req, Method::GET)?;
