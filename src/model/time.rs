@@ -52,6 +52,13 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+impl std::ops::Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, d: Duration) -> Timestamp {
+        self.plus(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,12 +69,5 @@ mod tests {
         let s = t.to_rfc3339();
         assert!(s.ends_with(".123Z"), "{s}");
         assert_eq!(Timestamp::parse_rfc3339(&s), Some(t));
-    }
-}
-
-impl std::ops::Add<Duration> for Timestamp {
-    type Output = Timestamp;
-    fn add(self, d: Duration) -> Timestamp {
-        self.plus(d)
     }
 }

@@ -230,7 +230,8 @@ async fn every_ui_response_carries_the_security_headers() {
     let session = d.login().await;
     let cookie = format!("an_session={session}");
     let host = format!("127.0.0.1:{}", d.port);
-    let cases: Vec<(Method, &str, Vec<(&str, &str)>)> = vec![
+    type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
         (Method::GET, "/ui/", vec![]),
         (Method::GET, "/ui", vec![]),
         (Method::GET, "/ui/app.js", vec![]),
@@ -282,7 +283,7 @@ async fn the_nonce_never_reaches_the_page() {
     let d = TestDaemon::start();
     let session = d.login().await;
     let cookie = format!("an_session={session}");
-    let asked = vec![
+    let asked = [
         d.ask(permission("rm -rf build")).await,
         d.ask(
             json!({"kind": "single_choice", "prompt": "Which database?", "agent": "codex",
