@@ -40,7 +40,13 @@ pub struct Store {
 }
 
 impl Store {
+    /// Opens (creating) the database. Its folder is made private first: records hold
+    /// prompts and nonces.
     pub fn open(path: &Path) -> Result<Store> {
+        make_private_dir(path).map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            source: e.into(),
+        })?;
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(8 * 1024 * 1024)
@@ -160,6 +166,16 @@ impl Store {
         self.db.flush()?;
         Ok(())
     }
+}
+
+fn make_private_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 fn time_key(millis: u64, id: &str) -> Vec<u8> {

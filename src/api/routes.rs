@@ -91,7 +91,11 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
             only(&req, Method::GET)?;
             let q = query(&req);
             let secs = query_int(&q, "timeout", 1, 300)?.unwrap_or(60);
-            let record = ctx.broker.wait(id, Duration::from_secs(secs)).await?;
+            let owner = query_bool(&q, "owner")?.unwrap_or(false);
+            let record = ctx
+                .broker
+                .wait(id, Duration::from_secs(secs), owner)
+                .await?;
             Ok(json_response(StatusCode::OK, &record))
         }
         ["interactions", id, "respond"] => {

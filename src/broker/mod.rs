@@ -235,8 +235,14 @@ impl Broker {
     }
 
     /// Waits until the interaction leaves `pending` or `timeout` passes; returns its state.
-    /// A leased question counts this wait as its owner being alive (SPEC §3.1).
-    pub async fn wait(self: &Arc<Self>, id: &str, timeout: Duration) -> Result<Interaction> {
+    /// An `owner` wait keeps a leased question alive (SPEC §3.1); observers' waits do not,
+    /// so a surface watching a question never keeps it open for a vanished owner.
+    pub async fn wait(
+        self: &Arc<Self>,
+        id: &str,
+        timeout: Duration,
+        owner: bool,
+    ) -> Result<Interaction> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut in_flight: Option<WaitGuard> = None;
         let grace = self.config.lease_grace;
@@ -245,7 +251,7 @@ impl Broker {
                 .transact(|state, store, now, _| {
                     Ok(match state.pending.get_mut(id) {
                         Some(p) => {
-                            if in_flight.is_none() {
+                            if owner && in_flight.is_none() {
                                 p.waits_in_flight += 1;
                                 state.refresh_lease(id, now + grace);
                                 in_flight = Some(WaitGuard {

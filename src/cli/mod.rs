@@ -173,7 +173,7 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
             if !(1..=300).contains(&a.timeout) {
                 return Err(CliError::Usage("--timeout must be 1-300 seconds".into()));
             }
-            output::print_json(&connect().await?.wait(&a.id, a.timeout).await?)
+            output::print_json(&connect().await?.wait(&a.id, a.timeout, false).await?)
         }
         Respond(a) => {
             let mut body = json!({

@@ -145,8 +145,12 @@ impl Client {
     }
 
     /// Long-polls for up to `secs` (1–300); the HTTP timeout leaves room for the reply.
-    pub async fn wait(&self, id: &str, secs: u64) -> Result<Value> {
-        let path = format!("/v1/interactions/{}/wait?timeout={secs}", enc(id));
+    /// `owner` marks the question's owner, whose waits keep its lease alive.
+    pub async fn wait(&self, id: &str, secs: u64, owner: bool) -> Result<Value> {
+        let path = format!(
+            "/v1/interactions/{}/wait?timeout={secs}&owner={owner}",
+            enc(id)
+        );
         let timeout = Duration::from_secs(secs + 5);
         Ok(self.call(Method::GET, &path, None, timeout).await?.1)
     }

@@ -17,6 +17,8 @@ use crate::paths::Paths;
 const WAIT_SLICE_SECS: u64 = 10;
 /// How long withdrawing may take on the way out (the host SIGKILLs ~1.45 s after SIGTERM).
 const WITHDRAW_BUDGET: Duration = Duration::from_millis(300);
+/// How long a signal waits for an open in flight to return its id.
+const OPENING_GRACE: Duration = Duration::from_millis(150);
 
 /// Why the hook falls back to the host's own prompt. Logged, never printed.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +40,8 @@ enum Fallback {
 struct Opened {
     client: Option<Client>,
     ids: Vec<String>,
+    /// A request to open a question is in flight: its id is not known yet.
+    opening: bool,
 }
 
 type Shared = Arc<Mutex<Opened>>;
@@ -64,10 +68,16 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
         let deadline = Instant::from_std(started + budget);
         let shared: Shared = Arc::default();
         let signal = host_gives_up();
+        let work = run(host, &paths, plan, deadline, Arc::clone(&shared));
+        tokio::pin!(work);
         let outcome = tokio::select! {
-            r = run(host, &paths, plan, deadline, Arc::clone(&shared)) => r,
+            r = &mut work => r,
             sig = signal => {
                 tracing::info!(signal = sig, "host gave up; withdrawing");
+                // A question being opened right now must be learnt to be withdrawn.
+                if shared.lock().expect("not poisoned").opening {
+                    let _ = tokio::time::timeout(OPENING_GRACE, &mut work).await;
+                }
                 withdraw(&shared).await;
                 return None;
             }
@@ -177,7 +187,7 @@ async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value,
         if slice == 0 {
             return Err(Fallback::BudgetEnded);
         }
-        let record = client.wait(id, slice).await?;
+        let record = client.wait(id, slice, true).await?;
         match record["status"].as_str() {
             Some("answered") => return Ok(record),
             Some("pending") => continue,

@@ -1,0 +1,472 @@
+//! `doctor`: checks that a permission request can actually reach the person, and says how
+//! to fix each thing that is off.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::codex::CodexConfig;
+use super::codex_trust::{self, TrustState};
+use super::command::{
+    parse_hook_command, DEFAULT_BUDGET_SECS, HOOK_EXE_NAME, HOST_DEFAULT_TIMEOUT_SECS,
+};
+use super::files::{file_mode, Snapshot};
+use super::health::{health, Health};
+use super::host::{is_executable_file, Env, Host, Scope};
+use super::install::load_json;
+use super::json_config;
+use crate::paths::Paths;
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    /// Worth knowing, not a problem.
+    Info,
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub host: Option<&'static str>,
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    pub fix: Option<String>,
+    /// Codex trust state (`trusted` / `untrusted` / `modified`) for trust checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust: Option<&'static str>,
+}
+
+impl Check {
+    fn new(
+        host: Option<Host>,
+        name: &'static str,
+        status: Status,
+        detail: impl Into<String>,
+    ) -> Check {
+        Check {
+            host: host.map(Host::name),
+            name,
+            status,
+            detail: detail.into(),
+            fix: None,
+            trust: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Everything `doctor` found.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// The human form: one line per check, fixes indented below failures.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for check in &self.checks {
+            let tag = match check.status {
+                Status::Ok => "ok  ",
+                Status::Info => "info",
+                Status::Fail => "FAIL",
+            };
+            let scope = check.host.map(|h| format!("{h}: ")).unwrap_or_default();
+            out.push_str(&format!(
+                "{tag}  {scope}{}: {}\n",
+                check.name.replace('_', " "),
+                check.detail
+            ));
+            if let Some(fix) = &check.fix {
+                out.push_str(&format!("      fix: {fix}\n"));
+            }
+        }
+        let failures = self
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .count();
+        if failures == 0 {
+            out.push_str("All good.\n");
+        } else {
+            out.push_str(&format!("{failures} problem(s) found.\n"));
+        }
+        out
+    }
+}
+
+/// Runs every check. `hosts` empty means "whichever hosts are set up"; a named host must be.
+pub fn run(env: &Env, hosts: &[Host]) -> Report {
+    let mut checks = vec![binary_on_path(env)];
+    match Paths::from_env() {
+        Ok(paths) => {
+            checks.push(broker(&paths));
+            checks.push(token_file(&paths.token_file()));
+        }
+        Err(e) => checks.push(
+            Check::new(None, "agentnotify_files", Status::Fail, e.to_string())
+                .fix("set HOME, or AGENTNOTIFY_HOME to the folder agentnotify should use"),
+        ),
+    }
+    let explicit = !hosts.is_empty();
+    let selected: Vec<Host> = if explicit {
+        hosts.to_vec()
+    } else {
+        Host::ALL.to_vec()
+    };
+    let mut per_host: Vec<(Host, bool, Vec<Check>)> = selected
+        .iter()
+        .map(|&host| {
+            let (installed, checks) = host_checks(env, host);
+            (host, installed, checks)
+        })
+        .collect();
+    let none_installed = per_host.iter().all(|(_, installed, _)| !installed);
+    for (_, installed, host_checks) in &mut per_host {
+        if !*installed {
+            // A host you did not ask about and do not use is not a problem, unless no host
+            // is set up at all.
+            let status = if explicit || none_installed {
+                Status::Fail
+            } else {
+                Status::Info
+            };
+            for check in host_checks
+                .iter_mut()
+                .filter(|c| c.name == "hook_installed")
+            {
+                check.status = status;
+            }
+        }
+        checks.append(host_checks);
+    }
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
+    Report { ok, checks }
+}
+
+fn binary_on_path(env: &Env) -> Check {
+    match env.which(HOOK_EXE_NAME) {
+        Some(path) => Check::new(None, "binary_on_path", Status::Ok, path.display().to_string()),
+        None => Check::new(None, "binary_on_path", Status::Fail, format!("{HOOK_EXE_NAME} is not on PATH"))
+            .fix("add the folder holding agentnotify-hook to PATH (`cargo install` puts it in ~/.cargo/bin)"),
+    }
+}
+
+fn broker(paths: &Paths) -> Check {
+    let name = "broker";
+    let (url, explicit) = match std::env::var("AGENTNOTIFY_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    {
+        Some(url) => (url, true),
+        None => {
+            let file = paths.broker_json();
+            let text = match std::fs::read_to_string(&file) {
+                Ok(text) => text,
+                Err(_) => {
+                    return Check::new(None, name, Status::Ok, "not running (starts on demand)")
+                }
+            };
+            match serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["url"].as_str().map(str::to_string))
+            {
+                Some(url) => (url, false),
+                None => {
+                    return Check::new(
+                        None,
+                        name,
+                        Status::Ok,
+                        format!(
+                            "not running ({} is unreadable and will be replaced; starts on demand)",
+                            file.display()
+                        ),
+                    )
+                }
+            }
+        }
+    };
+    match health(&url) {
+        Health::Down if explicit => Check::new(None, name, Status::Fail, format!("nothing answers at {url} (AGENTNOTIFY_URL)"))
+            .fix("start the broker there (`agentnotify daemon`) or unset AGENTNOTIFY_URL"),
+        Health::Down => Check::new(None, name, Status::Ok, "not running (starts on demand)"),
+        Health::Ok { version, api } if api == "v1" => {
+            Check::new(None, name, Status::Ok, format!("reachable at {url} (version {version})"))
+        }
+        Health::Ok { version, api } => Check::new(
+            None,
+            name,
+            Status::Info,
+            format!("a broker speaking api {api} (version {version}) runs at {url}; it is replaced once idle"),
+        ),
+        Health::Foreign(what) => Check::new(None, name, Status::Fail, format!("{url} answers, but not as the agentnotify broker ({what})"))
+            .fix(if explicit {
+                "point AGENTNOTIFY_URL at the broker, or unset it".to_string()
+            } else {
+                format!("stop the program listening there, or delete {}", paths.broker_json().display())
+            }),
+    }
+}
+
+fn token_file(path: &Path) -> Check {
+    let name = "token_file";
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(_) => {
+            return Check::new(
+                None,
+                name,
+                Status::Ok,
+                format!("{} not created yet (made on first use)", path.display()),
+            )
+        }
+    };
+    let mode = file_mode(path).unwrap_or(0);
+    let mut problems = Vec::new();
+    if !meta.is_file() {
+        problems.push("is not a regular file".to_string());
+    }
+    #[cfg(unix)]
+    if mode & 0o777 != 0o600 {
+        problems.push(format!(
+            "has permissions {:04o}, must be 0600",
+            mode & 0o777
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            problems.push("belongs to another user".to_string());
+        }
+    }
+    if problems.is_empty() {
+        Check::new(
+            None,
+            name,
+            Status::Ok,
+            format!("{} ({:04o})", path.display(), mode & 0o777),
+        )
+    } else {
+        Check::new(
+            None,
+            name,
+            Status::Fail,
+            format!("{} {}", path.display(), problems.join(", ")),
+        )
+        .fix(format!(
+            "chmod 600 {0} (or delete it: a new token is made on next use)",
+            path.display()
+        ))
+    }
+}
+
+/// Checks one host in every scope; returns whether our hook is installed anywhere.
+fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
+    let mut checks = Vec::new();
+    let mut files: Vec<(Scope, PathBuf)> = Vec::new();
+    for scope in [Scope::User, Scope::Project] {
+        match env.hook_file(host, scope) {
+            Ok(path) if !files.iter().any(|(_, p)| *p == path) => files.push((scope, path)),
+            Ok(_) => {}
+            Err(e) => checks.push(Check::new(
+                Some(host),
+                "config",
+                Status::Fail,
+                e.to_string(),
+            )),
+        }
+    }
+    let mut installed = false;
+    for (scope, path) in &files {
+        let value = match Snapshot::read(path).and_then(|s| load_json(&s)) {
+            Ok(Some(value)) => value,
+            Ok(None) => continue,
+            Err(e) => {
+                checks.push(
+                    Check::new(Some(host), "config", Status::Fail, e.to_string()).fix(format!(
+                        "fix {} (it must be valid JSON for {} to use it)",
+                        path.display(),
+                        host.display()
+                    )),
+                );
+                continue;
+            }
+        };
+        let found = json_config::find_ours(&value);
+        if found.is_empty() {
+            continue;
+        }
+        installed = true;
+        let reinstall = reinstall_command(host, *scope);
+        if found.len() > 1 {
+            checks.push(
+                Check::new(
+                    Some(host),
+                    "hook_installed",
+                    Status::Fail,
+                    format!("{} copies in {}", found.len(), path.display()),
+                )
+                .fix(format!("run `{reinstall}` (it keeps one)")),
+            );
+        } else {
+            checks.push(Check::new(
+                Some(host),
+                "hook_installed",
+                Status::Ok,
+                format!("{} ({} scope)", path.display(), scope.name()),
+            ));
+        }
+        for f in &found {
+            checks.push(command_check(host, f.handler, &reinstall));
+            if host == Host::Codex {
+                checks.extend(codex_trust_checks(env, path, f, &reinstall));
+            }
+        }
+        if host == Host::Claude && value.get("disableAllHooks") == Some(&Value::Bool(true)) {
+            checks.push(
+                Check::new(
+                    Some(host),
+                    "hooks_enabled",
+                    Status::Fail,
+                    format!(
+                        "{} sets \"disableAllHooks\": true, so Claude runs no hook",
+                        path.display()
+                    ),
+                )
+                .fix(format!(
+                    "remove \"disableAllHooks\" from {}",
+                    path.display()
+                )),
+            );
+        }
+    }
+    if !installed {
+        checks.push(
+            Check::new(Some(host), "hook_installed", Status::Info, "not installed")
+                .fix(format!("run `{}`", reinstall_command(host, Scope::User))),
+        );
+    }
+    (installed, checks)
+}
+
+fn reinstall_command(host: Host, scope: Scope) -> String {
+    let scope = if scope == Scope::Project {
+        " --scope project"
+    } else {
+        ""
+    };
+    format!(
+        "agentnotify-hook install-harness {} --ask{scope}",
+        host.name()
+    )
+}
+
+/// The handler's executable exists and runs, it is for this host, and its budget ends
+/// before the host's timeout.
+fn command_check(host: Host, handler: &Value, reinstall: &str) -> Check {
+    let name = "command";
+    let line = handler["command"].as_str().unwrap_or_default();
+    let parsed = parse_hook_command(line).expect("found as ours, so it parses");
+    let mut problems = Vec::new();
+    let exe = Path::new(&parsed.exe);
+    if !exe.is_absolute() {
+        problems.push(format!(
+            "{} is not an absolute path (hosts do not promise a PATH)",
+            parsed.exe
+        ));
+    } else if !is_executable_file(exe) {
+        problems.push(format!("{} is missing or not executable", parsed.exe));
+    }
+    if parsed.host.as_deref() != Some(host.name()) {
+        problems.push(format!(
+            "it does not run the bridge for {} (`{} ask-permission`)",
+            host.display(),
+            host.name()
+        ));
+    }
+    let budget = parsed.budget_secs.unwrap_or(DEFAULT_BUDGET_SECS);
+    let timeout = handler["timeout"]
+        .as_u64()
+        .unwrap_or(HOST_DEFAULT_TIMEOUT_SECS);
+    if budget >= timeout {
+        problems.push(format!("its wait budget ({budget} s) does not end before the host timeout ({timeout} s), so the host kills it first"));
+    }
+    if problems.is_empty() {
+        Check::new(
+            Some(host),
+            name,
+            Status::Ok,
+            format!(
+                "{} is executable; waits {budget} s of the host's {timeout} s",
+                parsed.exe
+            ),
+        )
+    } else {
+        Check::new(Some(host), name, Status::Fail, problems.join("; "))
+            .fix(format!("run `{reinstall}`"))
+    }
+}
+
+fn codex_trust_checks(
+    env: &Env,
+    hooks_json: &Path,
+    found: &json_config::Found<'_>,
+    reinstall: &str,
+) -> Vec<Check> {
+    let host = Some(Host::Codex);
+    let config_path = match env.codex_config() {
+        Ok(p) => p,
+        Err(e) => return vec![Check::new(host, "trust", Status::Fail, e.to_string())],
+    };
+    let config = match CodexConfig::load(&config_path) {
+        Ok(c) => c,
+        Err(e) => return vec![Check::new(host, "trust", Status::Fail, e.to_string())],
+    };
+    let mut checks = Vec::new();
+    if let Some(flag) = codex_trust::hooks_feature_off(&config.doc) {
+        checks.push(
+            Check::new(
+                host,
+                "hooks_enabled",
+                Status::Fail,
+                format!(
+                    "{} sets [features] {flag} = false, so Codex runs no hook",
+                    config_path.display()
+                ),
+            )
+            .fix(format!(
+                "remove `{flag} = false` from [features] in {}",
+                config_path.display()
+            )),
+        );
+    }
+    let key = codex_trust::trust_key(hooks_json, found.position);
+    let hash = codex_trust::trust_hash(found.group, found.handler);
+    let state = codex_trust::state(&config.doc, &key, &hash);
+    let fix = format!(
+        "start `codex`, type /hooks and trust the agentnotify-hook entry, or run `{reinstall} --trust`"
+    );
+    let mut check = match state {
+        TrustState::Trusted => Check::new(host, "trust", Status::Ok, format!("trusted in {}", config_path.display())),
+        TrustState::Untrusted => Check::new(host, "trust", Status::Fail,
+            "untrusted: Codex skips this hook (silently in `codex exec`) until you trust it").fix(fix.clone()),
+        TrustState::Modified => Check::new(host, "trust", Status::Fail,
+            "modified: the trust recorded is for an earlier version of this hook, so Codex skips it").fix(fix),
+    };
+    check.trust = Some(state.name());
+    checks.push(check);
+    checks
+}

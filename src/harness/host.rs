@@ -1,0 +1,239 @@
+//! Which host, which scope, and where that host keeps the hook file.
+//!
+//! Everything is resolved from an [`Env`] snapshot so tests can point every lookup at
+//! temporary folders and the real home is never touched.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::error::HarnessError;
+
+/// A host agent whose `PermissionRequest` hook we manage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// Claude Code (`settings.json`)
+    Claude,
+    /// OpenAI Codex CLI (`hooks.json`)
+    Codex,
+}
+
+impl Host {
+    pub const ALL: [Host; 2] = [Host::Claude, Host::Codex];
+
+    /// The name used on the command line and in the hook command.
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::Claude => "claude",
+            Host::Codex => "codex",
+        }
+    }
+
+    /// The name people know the host by, for messages.
+    pub fn display(self) -> &'static str {
+        match self {
+            Host::Claude => "Claude Code",
+            Host::Codex => "Codex",
+        }
+    }
+}
+
+/// Which of a host's config files to edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// Your own settings, for every project
+    User,
+    /// The current repository's settings (shared with everyone who uses the repository)
+    Project,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Project => "project",
+        }
+    }
+}
+
+/// The parts of the process environment the harness looks at.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub home: Option<PathBuf>,
+    pub codex_home: Option<PathBuf>,
+    pub claude_config_dir: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    pub path: Option<OsString>,
+}
+
+impl Env {
+    /// Reads the real environment (empty variables count as unset).
+    pub fn from_process() -> Env {
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        Env {
+            home: var("HOME"),
+            codex_home: var("CODEX_HOME"),
+            claude_config_dir: var("CLAUDE_CONFIG_DIR"),
+            cwd: std::env::current_dir().ok(),
+            path: std::env::var_os("PATH"),
+        }
+    }
+
+    fn home(&self) -> Result<&Path, HarnessError> {
+        self.home.as_deref().ok_or(HarnessError::NoHome)
+    }
+
+    fn cwd(&self) -> Result<&Path, HarnessError> {
+        self.cwd.as_deref().ok_or(HarnessError::NoCwd)
+    }
+
+    /// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+    pub fn claude_dir(&self) -> Result<PathBuf, HarnessError> {
+        match &self.claude_config_dir {
+            Some(dir) => Ok(self.absolute(dir)?),
+            None => Ok(self.home()?.join(".claude")),
+        }
+    }
+
+    /// `$CODEX_HOME` (canonicalised, as Codex does, so trust keys match), else `~/.codex`.
+    pub fn codex_home(&self) -> Result<PathBuf, HarnessError> {
+        match &self.codex_home {
+            Some(dir) => {
+                let dir = self.absolute(dir)?;
+                std::fs::canonicalize(&dir)
+                    .map_err(|source| HarnessError::CodexHome { path: dir, source })
+            }
+            None => Ok(self.home()?.join(".codex")),
+        }
+    }
+
+    /// The root of the git repository holding the current folder, else the folder itself.
+    pub fn project_root(&self) -> Result<PathBuf, HarnessError> {
+        let cwd = self.cwd()?;
+        Ok(cwd
+            .ancestors()
+            .find(|dir| dir.join(".git").exists())
+            .unwrap_or(cwd)
+            .to_path_buf())
+    }
+
+    /// The host's hook file for a scope.
+    pub fn hook_file(&self, host: Host, scope: Scope) -> Result<PathBuf, HarnessError> {
+        Ok(match (host, scope) {
+            (Host::Claude, Scope::User) => self.claude_dir()?.join("settings.json"),
+            (Host::Claude, Scope::Project) => {
+                self.project_root()?.join(".claude").join("settings.json")
+            }
+            (Host::Codex, Scope::User) => self.codex_home()?.join("hooks.json"),
+            (Host::Codex, Scope::Project) => self.project_root()?.join(".codex").join("hooks.json"),
+        })
+    }
+
+    /// Whether uninstall may remove the folder holding `host`'s file for `scope` once it
+    /// is empty: only the conventional `.claude` / `.codex` folders, never a folder named
+    /// by `CLAUDE_CONFIG_DIR` or `CODEX_HOME` (Codex refuses to start without the latter).
+    pub fn may_prune_folder(&self, host: Host, scope: Scope) -> bool {
+        match (host, scope) {
+            (_, Scope::Project) => true,
+            (Host::Claude, Scope::User) => self.claude_config_dir.is_none(),
+            (Host::Codex, Scope::User) => self.codex_home.is_none(),
+        }
+    }
+
+    /// Codex's user `config.toml`, where hook trust lives for every scope.
+    pub fn codex_config(&self) -> Result<PathBuf, HarnessError> {
+        Ok(self.codex_home()?.join("config.toml"))
+    }
+
+    fn absolute(&self, path: &Path) -> Result<PathBuf, HarnessError> {
+        if path.is_absolute() {
+            Ok(path.to_path_buf())
+        } else {
+            Ok(self.cwd()?.join(path))
+        }
+    }
+
+    /// Finds `name` in `$PATH` as an executable file.
+    pub fn which(&self, name: &str) -> Option<PathBuf> {
+        let path = self.path.as_ref()?;
+        std::env::split_paths(path)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(|dir| dir.join(name))
+            .find(|candidate| is_executable_file(candidate))
+    }
+}
+
+/// True for a regular file (after symlinks) that someone may execute.
+pub fn is_executable_file(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                meta.permissions().mode() & 0o111 != 0
+            }
+            #[cfg(not(unix))]
+            {
+                true
+            }
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_root_is_the_nearest_git_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let sub = repo.join("a").join("b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::create_dir(repo.join(".git")).unwrap();
+        let env = Env {
+            cwd: Some(sub.clone()),
+            ..Env::default()
+        };
+        assert_eq!(env.project_root().unwrap(), repo);
+        assert_eq!(
+            env.hook_file(Host::Codex, Scope::Project).unwrap(),
+            repo.join(".codex/hooks.json")
+        );
+        let env = Env {
+            cwd: Some(dir.path().to_path_buf()),
+            ..Env::default()
+        };
+        assert_eq!(env.project_root().unwrap(), dir.path());
+    }
+
+    #[test]
+    fn user_files_follow_home_and_overrides() {
+        let env = Env {
+            home: Some("/h".into()),
+            ..Env::default()
+        };
+        assert_eq!(
+            env.hook_file(Host::Claude, Scope::User).unwrap(),
+            PathBuf::from("/h/.claude/settings.json")
+        );
+        assert_eq!(
+            env.hook_file(Host::Codex, Scope::User).unwrap(),
+            PathBuf::from("/h/.codex/hooks.json")
+        );
+        let env = Env {
+            home: Some("/h".into()),
+            claude_config_dir: Some("/c".into()),
+            ..Env::default()
+        };
+        assert_eq!(env.claude_dir().unwrap(), PathBuf::from("/c"));
+        assert!(matches!(
+            Env::default().hook_file(Host::Claude, Scope::User),
+            Err(HarnessError::NoHome)
+        ));
+    }
+}

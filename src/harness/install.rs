@@ -1,0 +1,307 @@
+//! `install-harness`: plans the edit of a host's hook file (and, for Codex with
+//! `--trust`, of `config.toml`) without writing anything; the caller applies or shows it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::codex::{self, CodexConfig};
+use super::codex_trust::{self, TrustState};
+use super::command::HookCommand;
+use super::error::HarnessError;
+use super::files::{backup_path, free_backup_path, Snapshot};
+use super::host::{Env, Host, Scope};
+use super::json_config::{self, Position, Upsert};
+use super::plan::FileChange;
+
+/// Mode of a hook file we create (hosts create theirs the same way; no secrets inside).
+pub const JSON_MODE: u32 = 0o644;
+
+/// What the person asked `install-harness` to do.
+#[derive(Debug, Clone)]
+pub struct InstallRequest {
+    pub scope: Scope,
+    pub command: HookCommand,
+    pub trust: bool,
+    pub force: bool,
+}
+
+/// Changes to make and what to tell the person about them.
+#[derive(Debug, Default)]
+pub struct Planned {
+    pub changes: Vec<FileChange>,
+    pub lines: Vec<String>,
+}
+
+impl Planned {
+    pub fn is_noop(&self) -> bool {
+        self.changes.iter().all(FileChange::is_noop)
+    }
+}
+
+/// Parses a JSON hook file; `Ok(None)` when it does not exist.
+pub fn load_json(snapshot: &Snapshot) -> Result<Option<Value>, HarnessError> {
+    let invalid = |message: String, line: usize, column: usize| HarnessError::InvalidJson {
+        path: snapshot.path.clone(),
+        message,
+        line,
+        column,
+    };
+    match snapshot.text() {
+        None => Ok(None),
+        Some(Err(e)) => {
+            let bytes = snapshot.bytes.as_deref().unwrap_or_default();
+            let before = &bytes[..e.valid_up_to()];
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            let column = before.len()
+                - before
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1)
+                + 1;
+            Err(invalid("not UTF-8 text".into(), line, column))
+        }
+        Some(Ok(text)) => json_config::parse(text).map(Some).map_err(|e| {
+            let message = e.to_string();
+            let message = message
+                .split(" at line ")
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            invalid(message, e.line(), e.column())
+        }),
+    }
+}
+
+/// Plans installing `request.command` for `host`.
+pub fn plan(
+    env: &Env,
+    host: Host,
+    request: &InstallRequest,
+    dry_run: bool,
+) -> Result<Planned, HarnessError> {
+    let would = |done: &str, planned: &str| {
+        if dry_run {
+            planned.to_string()
+        } else {
+            done.to_string()
+        }
+    };
+    let path = env.hook_file(host, request.scope)?;
+    let snapshot = Snapshot::read(&path)?;
+    let mut planned = Planned::default();
+
+    // Anything we cannot merge into is refused, unless --force says to replace it.
+    let mut discarded = false;
+    let original = match load_json(&snapshot) {
+        Ok(value) => value,
+        Err(HarnessError::InvalidJson {
+            message,
+            line,
+            column,
+            ..
+        }) if request.force => {
+            planned.lines.push(format!(
+                "--force: {} is not valid JSON ({message}, line {line}, column {column}); replacing it",
+                path.display()
+            ));
+            discarded = true;
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let mut doc = original
+        .clone()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let mut problems: Vec<String> = json_config::check_shape(&doc)
+        .err()
+        .map(|p| p.to_string())
+        .into_iter()
+        .collect();
+    if host == Host::Codex {
+        let extra = codex::extra_root_keys(&doc);
+        if !extra.is_empty() {
+            problems.push(format!(
+                "Codex accepts only \"description\" and \"hooks\" at the top level, so it rejects this file because of {}",
+                extra.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        let problem = problems.join("; ");
+        if !request.force {
+            return Err(HarnessError::WrongShape { path, problem });
+        }
+        planned.lines.push(format!(
+            "--force: replacing what {} could not use: {problem}",
+            path.display()
+        ));
+        json_config::repair_shape(&mut doc);
+        if host == Host::Codex {
+            codex::drop_extra_root_keys(&mut doc);
+        }
+        discarded = true;
+    }
+
+    let had_ours = original
+        .as_ref()
+        .is_some_and(|v| !json_config::find_ours(v).is_empty());
+    let handler = json_config::handler_value(&request.command);
+    let (action, position) = json_config::upsert(&mut doc, handler).expect("shape checked above");
+    let changed = discarded || original.as_ref() != Some(&doc);
+    let indent = snapshot
+        .text()
+        .and_then(Result::ok)
+        .map(json_config::detect_indent)
+        .unwrap_or_else(|| "  ".to_string());
+    let after = if changed {
+        Some(json_config::render(&doc, &indent).into_bytes())
+    } else {
+        snapshot.bytes.clone()
+    };
+    let existed = snapshot.bytes.is_some();
+    let mut change = FileChange::new(snapshot, after, JSON_MODE);
+    if changed && existed {
+        if discarded {
+            change.backup_to = Some(free_backup_path(&path));
+        } else if !backup_path(&path).exists() && !had_ours {
+            // The backup is the file as it was before we ever touched it; a file that
+            // already holds our hook is not that.
+            change.backup_to = Some(backup_path(&path));
+        }
+    }
+
+    let where_ = format!("{} ({} scope)", path.display(), request.scope.name());
+    planned.lines.push(match (changed, action) {
+        (false, _) => format!("{}: already up to date in {where_}", host.display()),
+        (true, Upsert::Added) => format!(
+            "{}: {} the PermissionRequest hook in {where_}",
+            host.display(),
+            would("installed", "would install")
+        ),
+        (true, _) => format!(
+            "{}: {} our PermissionRequest hook in place in {where_}",
+            host.display(),
+            would("updated", "would update")
+        ),
+    });
+    if changed {
+        planned.lines.push(format!(
+            "  runs: {} (host timeout {} s)",
+            request.command.command_line(),
+            request.command.handler_timeout_secs()
+        ));
+    }
+    if let Some(backup) = &change.backup_to {
+        planned.lines.push(format!(
+            "  previous content {} {}",
+            would("saved as", "would be saved as"),
+            backup.display()
+        ));
+    }
+    planned.changes.push(change);
+
+    if host == Host::Codex {
+        codex_trust_step(
+            env,
+            &path,
+            &doc,
+            position,
+            request.trust,
+            dry_run,
+            &mut planned,
+        )?;
+    }
+    Ok(planned)
+}
+
+/// Codex runs a hook only once the person trusts it: record trust (`--trust`) or say
+/// plainly what to do.
+fn codex_trust_step(
+    env: &Env,
+    hooks_json: &Path,
+    doc: &Value,
+    position: Position,
+    trust: bool,
+    dry_run: bool,
+    planned: &mut Planned,
+) -> Result<(), HarnessError> {
+    let group = doc["hooks"][json_config::EVENT][position.group]
+        .as_object()
+        .expect("upsert placed our handler in an object group");
+    let handler = &group["hooks"][position.handler];
+    let key = codex_trust::trust_key(hooks_json, position);
+    let hash = codex_trust::trust_hash(group, handler);
+    let config_path = env.codex_config()?;
+    if trust {
+        let config = CodexConfig::load(&config_path)?;
+        match config.plan_trust(&key, &hash)? {
+            Some(change) => {
+                planned.lines.push(format!(
+                    "Codex trust: {} [hooks.state.\"{key}\"] trusted_hash = \"{hash}\" in {}",
+                    if dry_run { "would record" } else { "recorded" },
+                    config_path.display()
+                ));
+                if let Some(backup) = &change.backup_to {
+                    planned.lines.push(format!(
+                        "  previous content {} {}",
+                        if dry_run {
+                            "would be saved as"
+                        } else {
+                            "saved as"
+                        },
+                        backup.display()
+                    ));
+                }
+                planned.changes.push(change);
+            }
+            None => planned.lines.push(format!(
+                "Codex trust: already recorded in {}",
+                config_path.display()
+            )),
+        }
+        return Ok(());
+    }
+    let state = CodexConfig::load(&config_path).map(|c| codex_trust::state(&c.doc, &key, &hash));
+    match state {
+        Ok(TrustState::Trusted) => planned.lines.push(format!(
+            "Codex trust: trusted (recorded in {})",
+            config_path.display()
+        )),
+        Ok(other) => {
+            let why = if other == TrustState::Modified {
+                "the trust recorded for this hook is for an earlier version of it, so Codex skips it"
+            } else {
+                "Codex skips hooks nobody has trusted yet, silently in `codex exec`"
+            };
+            planned
+                .lines
+                .push(format!("Codex trust: {}. {why}.", other.name()));
+            planned.lines.extend(trust_instructions(&config_path));
+        }
+        Err(e) => {
+            planned
+                .lines
+                .push(format!("Codex trust: cannot tell ({e})."));
+            planned.lines.extend(trust_instructions(&config_path));
+        }
+    }
+    Ok(())
+}
+
+/// The two ways to trust the hook, as printed after a Codex install.
+pub fn trust_instructions(config_path: &Path) -> Vec<String> {
+    vec![
+        "  You must trust the hook once: start `codex`, type /hooks, and trust the agentnotify-hook entry".to_string(),
+        format!(
+            "  (or re-run this command with --trust to record that trust in {}).",
+            config_path.display()
+        ),
+    ]
+}
+
+/// Absolute, canonical path of the running executable, for the hook command.
+pub fn default_command_path() -> Result<PathBuf, HarnessError> {
+    let exe = std::env::current_exe().map_err(HarnessError::CurrentExe)?;
+    std::fs::canonicalize(&exe).map_err(HarnessError::CurrentExe)
+}

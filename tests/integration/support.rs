@@ -1,0 +1,266 @@
+//! Shared test plumbing: a temp home, the real daemon, and an HTTP client for its API.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub const AGENTNOTIFY: &str = env!("CARGO_BIN_EXE_agentnotify");
+pub const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
+
+/// A throwaway `AGENTNOTIFY_HOME` (and `HOME`); kills any broker started in it on drop.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        Home { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A command for one of our binaries, isolated to this home and an ephemeral port.
+    pub fn cmd(&self, bin: &str) -> Command {
+        let mut c = Command::new(bin);
+        c.env("AGENTNOTIFY_HOME", self.path())
+            .env("HOME", self.path().join("home"))
+            .env("AGENTNOTIFY_PORT", "0")
+            .env_remove("AGENTNOTIFY_URL")
+            .env_remove("AGENTNOTIFY_TOKEN")
+            .env_remove("AGENTNOTIFY_LOG")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_STATE_HOME");
+        c
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.path().join("token"))
+            .expect("token file")
+            .trim()
+            .to_string()
+    }
+
+    pub fn broker_json(&self) -> Option<Value> {
+        let bytes = std::fs::read(self.path().join("broker.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The API of the broker named in broker.json.
+    pub fn api(&self) -> Api {
+        let info = self.broker_json().expect("broker.json");
+        Api::new(info["url"].as_str().unwrap(), &self.token())
+    }
+
+    /// Every log line written so far.
+    pub fn logs(&self) -> String {
+        let mut all = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.path().join("logs")) {
+            for e in entries.flatten() {
+                all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
+        }
+        all
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.path().join("config.toml"), text).unwrap();
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Some(info) = self.broker_json() {
+            if let Some(pid) = info["pid"].as_i64() {
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// A foreground `agentnotify daemon --port 0` in a home; killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+    pub pid: u32,
+}
+
+impl Daemon {
+    /// Starts the daemon with a rate limit high enough for load tests, plus `extra` args.
+    pub fn start(home: &Home, extra: &[&str]) -> Daemon {
+        let mut args = vec![
+            "daemon",
+            "--port",
+            "0",
+            "--rate-limit",
+            "100000",
+            "--rate-burst",
+            "100000",
+        ];
+        args.extend_from_slice(extra);
+        Daemon::start_with(home, &args)
+    }
+
+    pub fn start_with(home: &Home, args: &[&str]) -> Daemon {
+        let mut child = home
+            .cmd(AGENTNOTIFY)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the daemon");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("daemon's first line");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("daemon did not say where it listens: {line:?}"))
+            .to_string();
+        let pid = child.id();
+        Daemon { child, url, pid }
+    }
+
+    pub fn api(&self, home: &Home) -> Api {
+        Api::new(&self.url, &home.token())
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A small client for the bearer API.
+#[derive(Clone)]
+pub struct Api {
+    pub url: String,
+    pub token: String,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(url: &str, token: &str) -> Api {
+        Api {
+            url: url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+        }
+    }
+
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.url, path))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(330));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request sent");
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.unwrap();
+        let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            panic!(
+                "non-JSON reply {status}: {:?}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call("GET", path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(body)).await
+    }
+
+    /// Opens a question; panics unless created or reused.
+    pub async fn ask(&self, body: Value) -> Value {
+        let (status, v) = self.post("/v1/interactions/request", body).await;
+        assert!(
+            status == 201 || status == 200,
+            "request failed: {status} {v}"
+        );
+        v
+    }
+
+    /// A permission question with a unique prompt.
+    pub async fn ask_permission(&self, prompt: &str) -> Value {
+        self.ask(json!({"kind": "permission", "prompt": prompt, "agent": "codex", "project": "shop", "session_id": "sess-1"}))
+            .await
+    }
+
+    /// A valid answer body for a record.
+    pub fn answer(record: &Value, response_id: &str, choice: &str) -> Value {
+        json!({
+            "response_id": response_id,
+            "request_digest": record["request_digest"],
+            "nonce": record["nonce"],
+            "choice_id": choice,
+            "source": "cli",
+        })
+    }
+
+    pub async fn respond(&self, record: &Value, body: Value) -> (u16, Value) {
+        let id = record["id"].as_str().unwrap();
+        self.post(&format!("/v1/interactions/{id}/respond"), body)
+            .await
+    }
+
+    pub async fn pending(&self) -> Vec<Value> {
+        let (_, v) = self.get("/v1/interactions?pending=true").await;
+        v["interactions"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// Runs a command to completion with `stdin`, returning (exit code, stdout, stderr).
+pub fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn fixture(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("hooks/fixtures")
+        .join(name);
+    std::fs::read_to_string(path).expect("fixture")
+}
