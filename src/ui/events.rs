@@ -124,3 +124,57 @@ pub fn stream(
     });
     ChannelBody(rx).boxed()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn next_text(body: &mut ResBody) -> String {
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("a frame in time")
+            .expect("the stream is open")
+            .unwrap();
+        String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn forwards_interaction_changes_and_beats_and_ends_when_the_reader_goes() {
+        let (tx, rx) = broadcast::channel(8);
+        let counter = Arc::new(StreamCounter::default());
+        let mut body = stream(rx, Arc::clone(&counter), Duration::from_millis(50));
+        assert_eq!(counter.open(), 1);
+        assert!(next_text(&mut body).await.contains("event: ready"));
+
+        tx.send(Event {
+            topic: "notification",
+            id: "n1".into(),
+            status: "active",
+        })
+        .unwrap();
+        tx.send(Event {
+            topic: "interaction",
+            id: "abc".into(),
+            status: "answered",
+        })
+        .unwrap();
+        let frame = next_text(&mut body).await;
+        assert_eq!(
+            frame, "event: interaction\ndata: {\"id\":\"abc\",\"status\":\"answered\"}\n\n",
+            "notifications are not forwarded; interactions are, as id and status only"
+        );
+        assert_eq!(next_text(&mut body).await, ": keep-alive\n\n");
+
+        // The page went away: the forwarding task notices and ends.
+        drop(body);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while counter.open() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the stream task ends once its reader is gone");
+        assert!(counter.last_closed().is_some());
+    }
+}

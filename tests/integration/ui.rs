@@ -600,3 +600,44 @@ async fn logs_never_carry_secrets_or_content() {
         assert!(!logs.contains(secret), "the logs contain {secret:?}");
     }
 }
+
+#[tokio::test]
+async fn an_open_page_keeps_an_on_demand_broker_up() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut d = TestDaemon::start_with(&["--on-demand", "--idle-exit-seconds", "1"]);
+    let session = d.login().await;
+    // A raw connection, so that dropping it really closes the socket, as a closed tab does.
+    let mut page = tokio::net::TcpStream::connect(("127.0.0.1", d.port))
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /ui/api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: an_session={session}\r\n\r\n",
+        d.port
+    );
+    page.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("event: ready") {
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), page.read(&mut buf))
+            .await
+            .expect("the stream starts in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream closed: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    // Idle for three times the idle limit, but a page is watching: still up.
+    assert!(
+        !d.exits_within(std::time::Duration::from_secs(3)),
+        "the broker exited under an open page"
+    );
+    drop(page);
+    assert!(
+        d.exits_within(std::time::Duration::from_secs(40)),
+        "the broker did not idle out after the page closed"
+    );
+}

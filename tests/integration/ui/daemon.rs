@@ -41,10 +41,16 @@ impl Reply {
 
 impl TestDaemon {
     pub fn start() -> TestDaemon {
+        TestDaemon::start_with(&[])
+    }
+
+    /// Starts the daemon with extra arguments (e.g. `--on-demand`).
+    pub fn start_with(extra: &[&str]) -> TestDaemon {
         let home = tempfile::tempdir().expect("temp home");
         let user_home = tempfile::tempdir().expect("temp HOME");
         let mut cmd = Command::new(BIN);
         cmd.args(["daemon", "--port", "0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -220,6 +226,20 @@ impl TestDaemon {
     pub async fn page_get(&self, cookie: &str, path: &str) -> Reply {
         let cookie = format!("an_session={cookie}");
         self.send(Method::GET, path, &[("cookie", &cookie)]).await
+    }
+
+    /// Waits up to `within` for the daemon to exit on its own; true when it did.
+    pub fn exits_within(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Stops the daemon (SIGTERM, so logs are flushed) and returns everything it logged.
