@@ -98,6 +98,17 @@ async fn a_link_works_once_and_sets_a_strict_http_only_cookie() {
     assert!(second.header("set-cookie").is_none());
     assert!(String::from_utf8_lossy(&second.body).contains("agentnotify ui"));
 
+    // In the browser that already holds the session, the spent link just shows the page.
+    let again = d
+        .send(
+            Method::GET,
+            &link,
+            &[("cookie", &format!("an_session={session}"))],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    assert!(again.header("set-cookie").is_none(), "no new session");
+
     // The session works; a made-up token does not.
     let r = d.page_get(&session, "/ui/api/interactions").await;
     assert_eq!(r.status, StatusCode::OK);
