@@ -8,5 +8,6 @@ mod durability;
 mod harness;
 mod hook;
 mod hook_fuzz;
+mod reliability;
 mod support;
 mod ui;
