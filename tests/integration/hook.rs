@@ -468,8 +468,14 @@ async fn a_killed_hook_loses_its_question_to_the_owner_lease() {
         ))
         .await;
     assert_eq!(after["status"], "cancelled");
+    // The lease lapses 15 s after the last owner wait started; the bound here only has to
+    // tell "the lease cancelled it" from "the 60 s wait ran out" on a loaded machine.
+    eprintln!(
+        "owner lease cancelled the question {:?} after the kill",
+        killed.elapsed()
+    );
     assert!(
-        killed.elapsed() <= Duration::from_secs(16),
+        killed.elapsed() < Duration::from_secs(40),
         "lease took {:?}",
         killed.elapsed()
     );
