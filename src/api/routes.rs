@@ -22,6 +22,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/health"),
     ("GET", "/v1/status"),
     ("POST", "/v1/admin/shutdown"),
+    ("POST", "/v1/ui/link"),
     ("POST", "/v1/interactions/request"),
     ("GET", "/v1/interactions"),
     ("GET", "/v1/interactions/{id}"),

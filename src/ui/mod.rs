@@ -171,14 +171,17 @@ fn check_host(ctx: &ApiContext, req: &Request<Incoming>) -> Result<String, ApiEr
 
 fn only(method: &Method, want: Method) -> Result<(), ApiError> {
     if *method == want {
-        Ok(())
-    } else {
-        Err(ApiError::new(
+        return Ok(());
+    }
+    let allow = if want == Method::GET { "GET" } else { "POST" };
+    Err(ApiError {
+        allow: Some(allow),
+        ..ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
-            "this route does not take that method",
-        ))
-    }
+            format!("this route takes {allow} only"),
+        )
+    })
 }
 
 fn redirect(location: &'static str, cookie: Option<String>) -> Response<ResBody> {
@@ -203,7 +206,11 @@ fn session_of(ctx: &ApiContext, req: &Request<Incoming>) -> bool {
 
 /// `GET /ui/login?t=…`: redeems a one-time link, sets the session cookie, goes to the page.
 fn login(ctx: &ApiContext, req: &Request<Incoming>) -> Response<ResBody> {
-    let token = query(req).remove("t").unwrap_or_default();
+    // A repeated `t` is refused like an unknown one.
+    let token = query(req)
+        .ok()
+        .and_then(|mut q| q.remove("t"))
+        .unwrap_or_default();
     if let Some(session) = ctx.ui.sessions.redeem_link(&token, Instant::now()) {
         tracing::info!("web UI session started");
         let cookie = session::set_cookie(&session, ctx.ui.sessions.session_ttl());
