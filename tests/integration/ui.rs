@@ -1,9 +1,9 @@
 //! The local web UI (SPEC §9) over HTTP: sessions, Host and Origin checks, headers, the nonce
-//! never reaching the page, stale answers. The real-browser test is in `ui/browser.rs`.
+//! never reaching the page, stale answers. The real-browser test is `tests/browser`.
 
-mod browser;
+/// Shared with `tests/browser`, which uses helpers this file does not.
+#[allow(dead_code)]
 mod daemon;
-mod webdriver;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -4,15 +4,16 @@
 //!
 //! Needs Debian's `chromium` and `chromium-driver`; fails with a clear message without them
 //! unless `AGENTNOTIFY_SKIP_BROWSER=1`. Set `AGENTNOTIFY_SCREENSHOT_DIR` to keep the
-//! screenshots (the ones in `docs/` come from here).
+//! screenshots (the ones in `docs/` come from `AGENTNOTIFY_SCREENSHOT_DIR=docs cargo test
+//! --test browser`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::daemon::TestDaemon;
-use super::webdriver::{Browser, Driver};
+use crate::daemon::TestDaemon;
+use crate::webdriver::{Browser, Driver};
 
 /// Upper bound for anything the page must show; reached only when something is broken.
 const WAIT: Duration = Duration::from_secs(15);
