@@ -124,6 +124,7 @@ pub async fn run(
         url: info.url.clone(),
         activity: Activity::default(),
         shutdown_requested,
+        ui: crate::ui::UiState::new(port),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
@@ -229,7 +230,8 @@ async fn signals() -> &'static str {
 }
 
 /// Resolves when the broker should exit for lack of work: an on-demand broker after `idle`
-/// with nothing pending and no request, or any broker asked to shut down once idle.
+/// with nothing pending, no request and no web UI page open, or any broker asked to shut
+/// down once idle.
 async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watch::Receiver<bool>) {
     let mut events = ctx.broker.subscribe();
     loop {
@@ -237,9 +239,15 @@ async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watc
         if *shutdown.borrow() && !busy {
             return;
         }
+        // An open web UI page counts as someone watching: no idle exit under it.
+        let watched = ctx.ui.open_streams() > 0;
         let wake_in = match idle {
-            Some(idle) if !busy => {
-                let quiet_until = ctx.activity.last() + idle;
+            Some(idle) if !busy && !watched => {
+                let last = ctx
+                    .activity
+                    .last()
+                    .max(ctx.ui.last_stream_closed().unwrap_or(Timestamp(0)));
+                let quiet_until = last + idle;
                 let left = Timestamp::now().until(quiet_until);
                 if left.is_zero() {
                     return;

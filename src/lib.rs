@@ -16,6 +16,7 @@ pub mod model;
 pub mod paths;
 pub mod secret;
 pub mod store;
+pub mod ui;
 
 /// This build's version, reported by `/health` and `broker.json`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -37,6 +37,8 @@ pub struct ApiContext {
     pub activity: Activity,
     /// Set by `POST /v1/admin/shutdown`: the daemon exits once nothing is pending.
     pub shutdown_requested: watch::Sender<bool>,
+    /// Sessions and live streams of the web UI (SPEC §9).
+    pub ui: crate::ui::UiState,
 }
 
 /// Request bookkeeping for the on-demand broker's idle exit.

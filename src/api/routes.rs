@@ -22,6 +22,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/health"),
     ("GET", "/v1/status"),
     ("POST", "/v1/admin/shutdown"),
+    ("POST", "/v1/ui/link"),
     ("POST", "/v1/interactions/request"),
     ("GET", "/v1/interactions"),
     ("GET", "/v1/interactions/{id}"),
@@ -48,6 +49,9 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     if segments == ["health"] {
         return only(&req, Method::GET).map(|_| health());
+    }
+    if segments.first() == Some(&"ui") {
+        return Ok(crate::ui::handle(ctx, req).await);
     }
     if segments.first() != Some(&"v1") {
         return Err(ApiError::not_found(format!(
@@ -78,6 +82,10 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
                 StatusCode::OK,
                 &json!({"shutdown": "when_idle"}),
             ))
+        }
+        ["ui", "link"] => {
+            only(&req, Method::POST)?;
+            Ok(crate::ui::mint_link(ctx))
         }
         ["interactions"] => {
             only(&req, Method::GET)?;

@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
     about = "Answer your AI coding agent's permission requests and questions from anywhere",
     long_about = "agentnotify keeps one durable record per question an agent asks, accepts at most one \
 answer (first valid wins), and lets you answer from this terminal, a web page or a phone.\n\n\
-Start here: `agentnotify demo` sends a sample permission request through the real hook.",
+Start here: `agentnotify demo` sends a sample permission request through the real hook; \
+`agentnotify ui` opens the live web page where you answer questions with one click.",
     after_help = "Exit codes: 0 ok, 1 error, 3 not found. Errors go to stderr as one line with their code."
 )]
 pub struct Cli {
@@ -29,6 +30,11 @@ pub enum Command {
     Notify(NotifyCommand),
     /// Send a sample permission request through the real hook and show the decision.
     Demo(DemoArgs),
+    /// Open the local web page that shows questions live and answers them in one click.
+    ///
+    /// Prints a one-time link (it works once, within 2 minutes) and opens it in your
+    /// browser; following it signs this browser in for 12 hours.
+    Ui(UiArgs),
     /// Show whether the broker runs, where, and how many questions are pending.
     Status(JsonFlag),
     /// Ask the running broker to exit once nothing is pending.
@@ -61,6 +67,13 @@ pub struct JsonFlag {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// Only print the link; do not try to open a browser.
+    #[arg(long)]
+    pub print: bool,
 }
 
 #[derive(Debug, Args)]

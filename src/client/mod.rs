@@ -208,6 +208,11 @@ impl Client {
             .1)
     }
 
+    /// `POST /v1/ui/link`: a one-time login link for the web UI.
+    pub async fn ui_link(&self) -> Result<Value> {
+        Ok(self.post("/v1/ui/link", &Value::Null).await?.1)
+    }
+
     pub async fn status(&self) -> Result<Value> {
         self.get("/v1/status").await
     }

@@ -12,3 +12,4 @@ mod lifecycle;
 mod openapi;
 mod reliability;
 mod support;
+mod ui;

@@ -1,0 +1,475 @@
+//! The local web UI (SPEC §9): a page at `/ui/` that lists pending questions live and
+//! answers them through the same broker rule as every other surface, with `source: web`.
+//!
+//! Access is not open to every local process: a bearer-authenticated client mints a one-time
+//! link (`POST /v1/ui/link`), which sets an HttpOnly, SameSite=Strict session cookie. Every
+//! `/ui` response refuses a non-loopback `Host` (421, against DNS rebinding) and carries a
+//! strict CSP; state-changing calls also need the `X-Agentnotify-UI` header and a same-origin
+//! `Origin` (403), which a cross-site form or script cannot produce. The nonce never reaches
+//! the page: the server fills it in from the broker's record.
+
+pub mod assets;
+pub mod events;
+pub mod session;
+pub mod view;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Map, Value};
+
+use crate::api::http::{full, json_response, parse_json, query, read_body, ApiError, ResBody};
+use crate::api::ApiContext;
+use crate::broker::{BrokerError, InteractionFilter};
+use crate::model::interaction::AnswerRefusal;
+use crate::model::{AnswerSubmission, Interaction, Status, Timestamp};
+use events::StreamCounter;
+use session::Sessions;
+use view::InteractionView;
+
+/// The header every state-changing call from the page must carry.
+pub const UI_HEADER: &str = "x-agentnotify-ui";
+/// The Content-Security-Policy of every `/ui` response.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; \
+frame-ancestors 'none'";
+/// Most event streams open at once (a person has a few tabs, not hundreds).
+const MAX_STREAMS: usize = 64;
+/// Most pending questions and history entries the page lists.
+const PENDING_LIMIT: usize = 200;
+const HISTORY_LIMIT: usize = 50;
+
+/// The web UI's share of the daemon: sessions, the port `Host` must name, open streams.
+pub struct UiState {
+    pub sessions: Sessions,
+    port: u16,
+    streams: Arc<StreamCounter>,
+    heartbeat: Duration,
+}
+
+impl UiState {
+    pub fn new(port: u16) -> UiState {
+        UiState::with_sessions(port, Sessions::default())
+    }
+
+    pub fn with_sessions(port: u16, sessions: Sessions) -> UiState {
+        UiState {
+            sessions,
+            port,
+            streams: Arc::new(StreamCounter::default()),
+            heartbeat: events::HEARTBEAT,
+        }
+    }
+
+    /// Event streams open now: a page is watching, so an on-demand broker stays up.
+    pub fn open_streams(&self) -> usize {
+        self.streams.open()
+    }
+
+    /// When the last event stream closed (counts as activity for the idle exit).
+    pub fn last_stream_closed(&self) -> Option<Timestamp> {
+        self.streams.last_closed()
+    }
+}
+
+/// `POST /v1/ui/link` (bearer-authenticated): a one-time login link for the page.
+pub fn mint_link(ctx: &ApiContext) -> Response<ResBody> {
+    let token = ctx.ui.sessions.mint_link(Instant::now());
+    let url = format!("{}/ui/login?t={}", ctx.url, token.expose());
+    tracing::info!("web UI login link issued");
+    json_response(
+        StatusCode::OK,
+        &json!({"url": url, "expires_in": ctx.ui.sessions.link_ttl().as_secs()}),
+    )
+}
+
+/// Serves every path under `/ui`.
+pub async fn handle(ctx: &ApiContext, req: Request<Incoming>) -> Response<ResBody> {
+    let mut res = match route(ctx, req).await {
+        Ok(res) => res,
+        Err(e) => e.into_response(),
+    };
+    secure(res.headers_mut());
+    res
+}
+
+/// Headers that keep the page from being framed, sniffed, leaked or mixed with other code.
+fn secure(h: &mut HeaderMap) {
+    let pairs = [
+        ("content-security-policy", CSP),
+        ("x-frame-options", "DENY"),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+    ];
+    for (name, value) in pairs {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+}
+
+async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
+    let host = check_host(ctx, &req)?;
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    if let Some(rest) = path.strip_prefix("/ui/api/") {
+        return api(ctx, req, &host, rest).await;
+    }
+    match path.as_str() {
+        "/ui" => {
+            only(&method, Method::GET)?;
+            Ok(redirect("/ui/", None))
+        }
+        "/ui/login" => {
+            only(&method, Method::GET)?;
+            Ok(login(ctx, &req))
+        }
+        _ => {
+            let name = path.strip_prefix("/ui/").unwrap_or("-");
+            let asset = assets::get(name).ok_or_else(|| ApiError::not_found("no such page"))?;
+            only(&method, Method::GET)?;
+            let mut res = Response::new(full(asset.body));
+            res.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(asset.content_type),
+            );
+            Ok(res)
+        }
+    }
+}
+
+/// Only `127.0.0.1`, `localhost` or `[::1]` on our own port: a page on another name that
+/// resolves here (DNS rebinding) gets 421 and nothing else.
+fn check_host(ctx: &ApiContext, req: &Request<Incoming>) -> Result<String, ApiError> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let port = ctx.ui.port.to_string();
+    let ok = ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .any(|name| host.strip_prefix(name).and_then(|r| r.strip_prefix(':')) == Some(&port));
+    if ok {
+        Ok(host)
+    } else {
+        Err(ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "misdirected_request",
+            format!(
+                "the web UI answers only at http://127.0.0.1:{port}/ui/ (Host must be a loopback name with this port)"
+            ),
+        ))
+    }
+}
+
+fn only(method: &Method, want: Method) -> Result<(), ApiError> {
+    if *method == want {
+        return Ok(());
+    }
+    let allow = if want == Method::GET { "GET" } else { "POST" };
+    Err(ApiError {
+        allow: Some(allow),
+        ..ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("this route takes {allow} only"),
+        )
+    })
+}
+
+fn redirect(location: &'static str, cookie: Option<String>) -> Response<ResBody> {
+    let mut res = Response::new(full(""));
+    *res.status_mut() = StatusCode::SEE_OTHER;
+    res.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static(location));
+    if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        res.headers_mut().insert(header::SET_COOKIE, c);
+    }
+    res
+}
+
+fn session_of(ctx: &ApiContext, req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(session::cookie_value)
+        .any(|s| ctx.ui.sessions.is_session(s, Instant::now()))
+}
+
+/// `GET /ui/login?t=…`: redeems a one-time link, sets the session cookie, goes to the page.
+fn login(ctx: &ApiContext, req: &Request<Incoming>) -> Response<ResBody> {
+    // A repeated `t` is refused like an unknown one.
+    let token = query(req)
+        .ok()
+        .and_then(|mut q| q.remove("t"))
+        .unwrap_or_default();
+    if let Some(session) = ctx.ui.sessions.redeem_link(&token, Instant::now()) {
+        tracing::info!("web UI session started");
+        let cookie = session::set_cookie(&session, ctx.ui.sessions.session_ttl());
+        return redirect("/ui/", Some(cookie));
+    }
+    if session_of(ctx, req) {
+        // Already signed in (a reloaded or reused link): just show the page.
+        return redirect("/ui/", None);
+    }
+    tracing::info!("web UI login refused: link unknown, used or expired");
+    let page = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<title>agentnotify: link expired</title><link rel=\"stylesheet\" href=\"/ui/app.css\"></head>\
+<body><main class=\"signin\"><h1>This link has expired or was already used</h1>\
+<p>Each link works once, within 2 minutes. Run <code>agentnotify ui</code> in a terminal \
+for a fresh one.</p></main></body></html>";
+    let mut res = Response::new(full(page));
+    *res.status_mut() = StatusCode::FORBIDDEN;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    res
+}
+
+/// The page's JSON API: needs the session cookie; writes need the same-origin proofs too.
+async fn api(
+    ctx: &ApiContext,
+    req: Request<Incoming>,
+    host: &str,
+    rest: &str,
+) -> Result<Response<ResBody>, ApiError> {
+    if !session_of(ctx, &req) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "no_session",
+            "not signed in: run `agentnotify ui` for a one-time login link",
+        ));
+    }
+    let method = req.method().clone();
+    if method == Method::POST {
+        same_origin(&req, host)?;
+        ctx.limiter.take().map_err(|secs| ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests; retry after {secs} s"),
+            )
+        })?;
+    }
+    let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    match segments[..] {
+        ["interactions"] => {
+            only(&method, Method::GET)?;
+            list(ctx).await
+        }
+        ["events"] => {
+            only(&method, Method::GET)?;
+            events(ctx)
+        }
+        ["interactions", id, "respond"] => {
+            only(&method, Method::POST)?;
+            let body = parse_json(&read_body(req).await?, false)?;
+            respond(ctx, id, &body).await
+        }
+        ["interactions", id, "cancel"] => {
+            only(&method, Method::POST)?;
+            withdraw(ctx, id).await
+        }
+        _ => Err(ApiError::not_found("no such web UI route")),
+    }
+}
+
+/// A write must come from our own page: the custom header (which a cross-site form cannot
+/// send, and a cross-site script cannot without a CORS preflight we never grant) and an
+/// `Origin` naming exactly this host.
+fn same_origin(req: &Request<Incoming>, host: &str) -> Result<(), ApiError> {
+    let forbidden = |why: &str| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("refused: {why}; the web UI only accepts changes from its own page"),
+        )
+    };
+    let h = req.headers();
+    if h.get(UI_HEADER).and_then(|v| v.to_str().ok()) != Some("1") {
+        return Err(forbidden("the X-Agentnotify-UI header is missing"));
+    }
+    let origin = h.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    if origin.map(str::to_ascii_lowercase) != Some(format!("http://{host}")) {
+        return Err(forbidden("the Origin is missing or not this page's"));
+    }
+    if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site != "same-origin" {
+            return Err(forbidden("the request is not same-origin"));
+        }
+    }
+    Ok(())
+}
+
+/// `GET /ui/api/interactions`: pending questions and recent history, newest first.
+async fn list(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
+    let pending = ctx
+        .broker
+        .list(&InteractionFilter {
+            status: Some(Status::Pending),
+            limit: PENDING_LIMIT,
+            ..Default::default()
+        })
+        .await?;
+    let recent = ctx
+        .broker
+        .list(&InteractionFilter {
+            limit: PENDING_LIMIT + HISTORY_LIMIT,
+            ..Default::default()
+        })
+        .await?;
+    let history: Vec<InteractionView> = recent
+        .iter()
+        .filter(|i| i.status.is_terminal())
+        .take(HISTORY_LIMIT)
+        .map(InteractionView::from)
+        .collect();
+    let pending: Vec<InteractionView> = pending.iter().map(InteractionView::from).collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "pending": pending,
+            "history": history,
+            "server_time": Timestamp::now(),
+        }),
+    ))
+}
+
+fn events(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
+    if ctx.ui.streams.open() >= MAX_STREAMS {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "too many web UI pages are open; close some tabs",
+        ));
+    }
+    let body = events::stream(
+        ctx.broker.subscribe(),
+        Arc::clone(&ctx.ui.streams),
+        ctx.ui.heartbeat,
+    );
+    let mut res = Response::new(body);
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(res)
+}
+
+/// `POST /ui/api/interactions/{id}/respond` with `{request_digest, response_id, choice_id|text}`.
+/// Only those fields are taken from the page; the nonce comes from the broker's record and
+/// the source is always `web`, then SPEC §3.3 decides as for any other surface.
+async fn respond(ctx: &ApiContext, id: &str, body: &Value) -> Result<Response<ResBody>, ApiError> {
+    let Value::Object(fields) = body else {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    };
+    let record = ctx.broker.get(id).await?;
+    let mut sub = Map::new();
+    for name in ["response_id", "request_digest", "choice_id", "text"] {
+        if let Some(v) = fields.get(name) {
+            sub.insert(name.to_string(), v.clone());
+        }
+    }
+    sub.insert("nonce".into(), Value::String(record.nonce.clone()));
+    sub.insert("source".into(), Value::String("web".into()));
+    let sub =
+        AnswerSubmission::from_json(&Value::Object(sub)).map_err(|e| ApiError::bad_request(e.0))?;
+    match ctx.broker.respond(id, sub).await {
+        Ok(record) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"interaction": InteractionView::from(&record)}),
+        )),
+        Err(BrokerError::Refused(why)) => Err(refusal(ctx, id, why).await),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /ui/api/interactions/{id}/cancel`: withdraws a pending question.
+async fn withdraw(ctx: &ApiContext, id: &str) -> Result<Response<ResBody>, ApiError> {
+    let before = ctx.broker.get(id).await?;
+    if before.status != Status::Pending {
+        return Err(ended(&before));
+    }
+    let record = ctx.broker.cancel(id).await?;
+    if record.status != Status::Cancelled {
+        return Err(ended(&record));
+    }
+    tracing::info!(id, source = "web", "interaction withdrawn from the web UI");
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"interaction": InteractionView::from(&record)}),
+    ))
+}
+
+/// A refused answer, told in the page's words: a stale page learns what happened instead of
+/// having its answer applied to something else.
+async fn refusal(ctx: &ApiContext, id: &str, why: AnswerRefusal) -> ApiError {
+    match why {
+        AnswerRefusal::AlreadyAnswered | AnswerRefusal::NotPending(_) => {
+            match ctx.broker.get(id).await {
+                Ok(record) => ended(&record),
+                Err(e) => e.into(),
+            }
+        }
+        AnswerRefusal::DigestMismatch => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "digest_mismatch",
+            "This question changed since the page showed it; reload and answer again.",
+        ),
+        other => BrokerError::Refused(other).into(),
+    }
+}
+
+/// The error for acting on a question that is no longer pending.
+fn ended(record: &Interaction) -> ApiError {
+    let (status, code, message) = match record.status {
+        Status::Answered => {
+            let by = record
+                .response
+                .as_ref()
+                .map(|r| format!(" (from {})", r.source))
+                .unwrap_or_default();
+            (
+                StatusCode::CONFLICT,
+                "already_answered",
+                format!("This question was already answered elsewhere{by}."),
+            )
+        }
+        Status::Expired => (
+            StatusCode::BAD_REQUEST,
+            "not_pending",
+            "This question expired before your answer arrived.".into(),
+        ),
+        Status::Cancelled => (
+            StatusCode::BAD_REQUEST,
+            "not_pending",
+            "This question was withdrawn; the agent is no longer waiting for it.".into(),
+        ),
+        Status::Superseded => (
+            StatusCode::BAD_REQUEST,
+            "not_pending",
+            "This question changed: the agent asked a newer version of it. Reload to see it."
+                .into(),
+        ),
+        Status::Pending => (
+            StatusCode::CONFLICT,
+            "conflict",
+            "This question is still pending; try again.".into(),
+        ),
+    };
+    ApiError::new(status, code, message)
+}

@@ -1,0 +1,92 @@
+//! What the web page may see of an interaction: everything it displays and the digest that
+//! binds an answer to it, but never the nonce (SPEC §2.2) nor the owner's correlation ids.
+
+use serde::Serialize;
+
+use crate::model::{Choice, Interaction, Kind, Status, Timestamp};
+
+/// An interaction as the page receives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InteractionView {
+    pub id: String,
+    pub agent: String,
+    pub agent_instance: Option<String>,
+    pub project: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: Kind,
+    pub prompt: String,
+    pub choices: Vec<Choice>,
+    pub text_max_length: Option<u32>,
+    pub status: Status,
+    pub request_digest: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub answered_at: Option<Timestamp>,
+    pub response: Option<ResponseView>,
+}
+
+/// The accepted answer, with the label of the chosen choice resolved for display.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResponseView {
+    pub choice_id: Option<String>,
+    pub choice_label: Option<String>,
+    pub text: Option<String>,
+    /// Which surface answered: `web`, `cli`, `relay`, a host id…
+    pub source: String,
+    pub created_at: Timestamp,
+}
+
+impl From<&Interaction> for InteractionView {
+    fn from(i: &Interaction) -> InteractionView {
+        let response = i.response.as_ref().map(|r| ResponseView {
+            choice_id: r.choice_id.clone(),
+            choice_label: r.choice_id.as_ref().and_then(|c| {
+                i.choices
+                    .iter()
+                    .find(|x| &x.id == c)
+                    .map(|x| x.label.clone())
+            }),
+            text: r.text.clone(),
+            source: r.source.clone(),
+            created_at: r.created_at,
+        });
+        InteractionView {
+            id: i.id.clone(),
+            agent: i.agent.clone(),
+            agent_instance: i.agent_instance.clone(),
+            project: i.project.clone(),
+            session_id: i.session_id.clone(),
+            kind: i.kind,
+            prompt: i.prompt.clone(),
+            choices: i.choices.clone(),
+            text_max_length: i.text_max_length,
+            status: i.status,
+            request_digest: i.request_digest.clone(),
+            created_at: i.created_at,
+            updated_at: i.updated_at,
+            expires_at: i.expires_at,
+            answered_at: i.answered_at,
+            response,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::InteractionRequest;
+
+    #[test]
+    fn the_view_never_carries_the_nonce() {
+        let req = InteractionRequest::from_json(&serde_json::json!({
+            "prompt": "rm -rf build", "agent": "claude", "project": "shop"
+        }))
+        .unwrap();
+        let record = req.into_interaction(Timestamp::now());
+        let json = serde_json::to_string(&InteractionView::from(&record)).unwrap();
+        assert!(!json.contains(&record.nonce));
+        assert!(!json.contains("nonce"));
+        assert!(json.contains(&record.request_digest));
+    }
+}

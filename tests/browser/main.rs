@@ -1,0 +1,11 @@
+//! The web UI in a real headless Chromium. A test binary of its own, because cargo runs test
+//! binaries one after another: the browser's CPU load then never overlaps the timing-sensitive
+//! tests of `tests/integration` on a small machine.
+
+mod live;
+mod webdriver;
+
+/// The same real-daemon helper the HTTP-level web UI tests use.
+#[allow(dead_code)]
+#[path = "../integration/ui/daemon.rs"]
+mod daemon;

@@ -1,0 +1,323 @@
+//! A real `agentnotify daemon --port 0` on a private temp home, plus the HTTP calls the web UI
+//! tests make against it.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_agentnotify");
+
+pub struct TestDaemon {
+    child: Child,
+    pub url: String,
+    pub port: u16,
+    pub token: String,
+    pub home: tempfile::TempDir,
+    user_home: tempfile::TempDir,
+    pub http: reqwest::Client,
+}
+
+/// A reply, kept whole so tests can grep the bytes.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl TestDaemon {
+    pub fn start() -> TestDaemon {
+        TestDaemon::start_with(&[])
+    }
+
+    /// Starts the daemon with extra arguments (e.g. `--on-demand`).
+    pub fn start_with(extra: &[&str]) -> TestDaemon {
+        let home = tempfile::tempdir().expect("temp home");
+        let user_home = tempfile::tempdir().expect("temp HOME");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["daemon", "--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        isolate(&mut cmd, home.path(), user_home.path());
+        cmd.env("AGENTNOTIFY_LOG", "debug");
+        let mut child = cmd.spawn().expect("start agentnotify daemon");
+        let stdout = child.stdout.take().expect("daemon stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the daemon printed its first line in time");
+        // "agentnotify broker X listening on URL (pid N)"
+        let url = line
+            .split_whitespace()
+            .nth(5)
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port in url");
+        let token = std::fs::read_to_string(home.path().join("token"))
+            .expect("token file")
+            .trim()
+            .to_string();
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        TestDaemon {
+            child,
+            url,
+            port,
+            token,
+            home,
+            user_home,
+            http,
+        }
+    }
+
+    /// Runs the `agentnotify` CLI against this daemon.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).stdin(Stdio::null());
+        isolate(&mut cmd, self.home.path(), self.user_home.path());
+        cmd.output().expect("run agentnotify")
+    }
+
+    /// A bearer-authenticated call to the `/v1` API.
+    pub async fn v1(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        reply(req.send().await.expect("v1 call")).await
+    }
+
+    /// Opens a question; returns its full record (nonce included: the bearer API has it).
+    pub async fn ask(&self, body: Value) -> Value {
+        let r = self
+            .v1(Method::POST, "/v1/interactions/request", Some(body))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json());
+        r.json()
+    }
+
+    pub async fn get(&self, id: &str) -> Value {
+        self.v1(Method::GET, &format!("/v1/interactions/{id}"), None)
+            .await
+            .json()
+    }
+
+    /// Long-polls (event-driven, no sleeping) until the question leaves `pending`.
+    pub async fn wait_done(&self, id: &str, secs: u64) -> Value {
+        self.v1(
+            Method::GET,
+            &format!("/v1/interactions/{id}/wait?timeout={secs}"),
+            None,
+        )
+        .await
+        .json()
+    }
+
+    /// Answers over the bearer API, as another surface would.
+    pub async fn answer_as(&self, q: &Value, choice: &str, source: &str) -> Reply {
+        let id = q["id"].as_str().unwrap();
+        self.v1(
+            Method::POST,
+            &format!("/v1/interactions/{id}/respond"),
+            Some(json!({
+                "response_id": format!("{source}-1"),
+                "request_digest": q["request_digest"],
+                "nonce": q["nonce"],
+                "choice_id": choice,
+                "source": source,
+            })),
+        )
+        .await
+    }
+
+    /// A one-time login link, as `agentnotify ui --print` prints it.
+    pub fn link(&self) -> String {
+        let out = self.cli(&["ui", "--print"]);
+        assert!(
+            out.status.success(),
+            "agentnotify ui --print failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Follows a fresh link; returns the session cookie value.
+    pub async fn login(&self) -> String {
+        let r = self.send(Method::GET, &self.link(), &[]).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER);
+        session_from(&r).expect("a session cookie")
+    }
+
+    /// A raw request with the given headers (no cookie, no bearer unless given).
+    pub async fn send(&self, method: Method, url: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send_body(method, url, headers, None).await
+    }
+
+    pub async fn send_body(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Reply {
+        let url = if url.starts_with("http") {
+            url.to_string()
+        } else {
+            format!("{}{url}", self.url)
+        };
+        let mut req = self.http.request(method, url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        reply(req.send().await.expect("request")).await
+    }
+
+    /// A page-API call the way the page makes it: session cookie, custom header, Origin.
+    pub async fn page_post(&self, cookie: &str, path: &str, body: Value) -> Reply {
+        let cookie = format!("an_session={cookie}");
+        self.send_body(
+            Method::POST,
+            path,
+            &[
+                ("cookie", &cookie),
+                ("x-agentnotify-ui", "1"),
+                ("origin", &self.url),
+            ],
+            Some(body),
+        )
+        .await
+    }
+
+    pub async fn page_get(&self, cookie: &str, path: &str) -> Reply {
+        let cookie = format!("an_session={cookie}");
+        self.send(Method::GET, path, &[("cookie", &cookie)]).await
+    }
+
+    /// Waits up to `within` for the daemon to exit on its own; true when it did.
+    pub fn exits_within(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the daemon (SIGTERM, so logs are flushed) and returns everything it logged.
+    pub fn stop_and_read_logs(&mut self) -> String {
+        terminate(&mut self.child);
+        let mut all = String::new();
+        for dir in [
+            self.home.path().join("logs"),
+            self.home.path().to_path_buf(),
+        ] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p: PathBuf = e.path();
+                if p.extension().is_some_and(|x| x == "log") {
+                    all.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+                }
+            }
+        }
+        all
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        terminate(&mut self.child);
+    }
+}
+
+fn terminate(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    // SIGTERM lets the daemon flush; the wait is bounded by the kill below if it hangs.
+    // SAFETY: sending a signal to our own child's pid has no memory effects.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn isolate(cmd: &mut Command, home: &std::path::Path, user_home: &std::path::Path) {
+    for var in [
+        "AGENTNOTIFY_URL",
+        "AGENTNOTIFY_TOKEN",
+        "AGENTNOTIFY_PORT",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("AGENTNOTIFY_HOME", home).env("HOME", user_home);
+}
+
+async fn reply(res: reqwest::Response) -> Reply {
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The `an_session` value a login reply sets, if any.
+pub fn session_from(r: &Reply) -> Option<String> {
+    let c = r.header("set-cookie")?;
+    let v = c.strip_prefix("an_session=")?;
+    Some(v.split(';').next()?.to_string())
+}
