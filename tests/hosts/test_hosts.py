@@ -422,9 +422,10 @@ class ClaudeTests(HostTest):
         broker = wait_for("the hook to start the broker", w.broker_pid, QUESTION_LIMIT)
         w.respond(w.question(claude), "allow-once")
         self.assertEqual(w.finish(claude), 0, w.tail())
-        self.assertEqual((w.proj / "marker.txt").read_text(), "ran\n",
-                         f"allow from a cold start was not honoured: {self.one_result(w)}")
-        self.assertFalse(self.one_result(w).get("is_error"))
+        result = self.one_result(w)
+        self.assertTrue((w.proj / "marker.txt").exists(),
+                        f"allow from a cold start was not honoured; the model got: {result}")
+        self.assertFalse(result.get("is_error"), result)
         self.assertTrue(pid_alive(broker), "the broker the hook started outlives the hook")
 
     def test_write_then_edit(self) -> None:
