@@ -280,6 +280,24 @@ trust_level = "trusted"
 
     # ---- teardown --------------------------------------------------------------------
 
+    def kill_strays(self) -> None:
+        """Kills (by pid) any process still running an executable from this test's folder,
+        e.g. the copy of Codex its app-server daemon runs from CODEX_HOME."""
+        root = str(self.root) + os.sep
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                exe = os.readlink(entry / "exe")
+            except OSError:
+                continue
+            if exe.startswith(root):
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
     def close(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
@@ -288,6 +306,12 @@ trust_level = "trusted"
         if self.tmux_socket:
             subprocess.run(["tmux", "-L", self.tmux_socket, "kill-server"],
                            capture_output=True)
+        if (self.codex_home / "packages").exists():
+            # The Codex TUI starts a managed app-server daemon that outlives it; stop it
+            # the official way first.
+            subprocess.run([CODEX, "app-server", "daemon", "stop"], env=self.host_env(),
+                           cwd=self.proj, capture_output=True, timeout=30)
+        self.kill_strays()
         pid = self.broker_pid()
         if pid:
             os.kill(pid, signal.SIGTERM)
@@ -662,7 +686,7 @@ def main() -> int:
     module = sys.modules[__name__]
     suite = (loader.loadTestsFromNames(names, module) if names
              else loader.loadTestsFromModule(module))
-    runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout)
+    runner = unittest.TextTestRunner(verbosity=2, descriptions=False, stream=sys.stdout)
     print(f"hosts: claude={CLAUDE or '(unset)'} codex={CODEX or '(unset)'} bin={BIN_DIR}")
     result = runner.run(suite)
     if OUTSIDE:
