@@ -341,6 +341,15 @@ def exec_command(command: str = MARKER_CMD) -> dict[str, Any]:
         "justification": "Allow the fake model to run this command?"}}
 
 
+def write_then_edit(file: Path) -> list[dict[str, Any]]:
+    """Claude writes a new file, then edits it."""
+    return [
+        {"name": "Write", "input": {"file_path": str(file), "content": "total = 0\n"}},
+        {"name": "Edit", "input": {"file_path": str(file), "old_string": "total = 0",
+                                   "new_string": "total = 42", "replace_all": False}},
+    ]
+
+
 def result_text(block: dict[str, Any]) -> str:
     content = block.get("content", block.get("output"))
     if isinstance(content, list):
@@ -454,15 +463,8 @@ class ClaudeTests(HostTest):
 
     def test_write_then_edit(self) -> None:
         path = "notes.txt"
-        w = World(self, [
-            {"name": "Write", "input": {"file_path": f"{{proj}}/{path}",
-                                        "content": "total = 0\n"}},
-            {"name": "Edit", "input": {"file_path": f"{{proj}}/{path}",
-                                       "old_string": "total = 0", "new_string": "total = 42",
-                                       "replace_all": False}},
-        ])
-        for call in w.fake.script:
-            call["input"]["file_path"] = call["input"]["file_path"].format(proj=w.proj)
+        w = World(self, [])
+        w.fake.script = write_then_edit(w.proj / path)
         w.install("claude")
         w.start_broker()
         claude = w.claude_print()
@@ -481,6 +483,27 @@ class ClaudeTests(HostTest):
         results = w.fake.anthropic_tool_results()
         self.assertEqual(len(results), 2, results)
         self.assertFalse(any(r.get("is_error") for r in results), results)
+
+    def test_always_allow_is_remembered_by_claude(self) -> None:
+        """`allow-always` echoes Claude's own permission suggestions back as
+        updatedPermissions; Claude applies them, so the next edit is not asked at all."""
+        path = "notes.txt"
+        w = World(self, [])
+        w.fake.script = write_then_edit(w.proj / path)
+        w.install("claude")
+        w.start_broker()
+        claude = w.claude_print()
+        q = w.question(claude)
+        always = next(c for c in q["choices"] if c["id"] == "allow-always")
+        self.assertIn("acceptEdits", always["detail"])
+        w.respond(q, "allow-always")
+        wait_for("Claude to finish, or to ask again",
+                 lambda: claude.poll() is not None or len(w.interactions()) > 1,
+                 HOST_RUN_LIMIT, 0.2)
+        self.assertEqual([i["id"] for i in w.interactions()], [q["id"]],
+                         "the edit after 'Always allow' was asked again")
+        self.assertEqual(w.finish(claude), 0, w.tail())
+        self.assertEqual((w.proj / path).read_text(), "total = 42\n")
 
     def test_ask_user_question_answered_remotely_in_a_stream_json_host(self) -> None:
         """An SDK-style host (stream-json, --permission-prompt-tool stdio) shows its own
