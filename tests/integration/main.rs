@@ -7,4 +7,6 @@ mod durability;
 #[cfg(unix)]
 mod harness;
 mod hook;
+mod hook_fuzz;
+mod reliability;
 mod support;
