@@ -281,22 +281,35 @@ trust_level = "trusted"
     # ---- teardown --------------------------------------------------------------------
 
     def kill_strays(self) -> None:
-        """Kills (by pid) any process still running an executable from this test's folder,
-        e.g. the copy of Codex its app-server daemon runs from CODEX_HOME."""
+        """Kills (by pid) every process this test left behind: those running an executable
+        from its folder (Codex runs its app-server daemon from a copy in CODEX_HOME) or
+        carrying its unique AGENTNOTIFY_HOME in their environment (anything a host started)."""
         root = str(self.root) + os.sep
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                exe = os.readlink(entry / "exe")
-            except OSError:
-                continue
-            if exe.startswith(root):
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        mark = f"AGENTNOTIFY_HOME={self.an_home}".encode()
 
+        def sweep() -> bool:
+            found = False
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                    continue
+                try:
+                    exe = os.readlink(entry / "exe")
+                    environ = (entry / "environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if exe.startswith(root) or mark in environ:
+                    found = True
+                    try:
+                        os.kill(int(entry.name), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            return found
+
+        # Repeat until a sweep finds nothing: a dying daemon may have just forked.
+        for _ in range(20):
+            if not sweep():
+                return
+            time.sleep(0.1)
 
     def close(self) -> None:
         for proc in self.procs:
@@ -306,12 +319,6 @@ trust_level = "trusted"
         if self.tmux_socket:
             subprocess.run(["tmux", "-L", self.tmux_socket, "kill-server"],
                            capture_output=True)
-        if (self.codex_home / "packages").exists():
-            # The Codex TUI starts a managed app-server daemon that outlives it; stop it
-            # the official way first.
-            subprocess.run([CODEX, "app-server", "daemon", "stop"], env=self.host_env(),
-                           cwd=self.proj, capture_output=True, timeout=30)
-        self.kill_strays()
         pid = self.broker_pid()
         if pid:
             os.kill(pid, signal.SIGTERM)
@@ -319,6 +326,8 @@ trust_level = "trusted"
                 wait_for("the broker to stop", lambda: not pid_alive(pid), 5)
             except AssertionError:
                 os.kill(pid, signal.SIGKILL)
+        # The Codex TUI starts an app-server daemon that outlives it.
+        self.kill_strays()
         self.fake.__exit__(None, None, None)
         OUTSIDE.extend(f"{self.test.id().rsplit('.', 1)[-1]}: {r}" for r in self.fake.refused)
         if KEEP:
