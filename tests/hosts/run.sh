@@ -36,12 +36,28 @@ resolve() {
     | python3 -c 'import json,sys; v=json.load(sys.stdin); print(v[-1] if isinstance(v,list) else v)'
 }
 
+# The first of the given executables that reports `version`.
+working() {
+  local version=$1 exe
+  shift
+  for exe in "$@"; do
+    if [ -x "$exe" ] && "$exe" --version 2>/dev/null | grep -qF "$version"; then
+      echo "$exe"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # Installs `package@version` into its own folder unless it is there; prints the executable.
+# Claude Code's npm package puts its native binary (from an optional platform package) in
+# place with an install script; if npm did not run that script, the platform package's
+# binary is used directly.
 install_host() {
   local name=$1 package=$2 version=$3 bin=$4
   local dir="$here/.hosts/$name-$version"
-  local exe="$dir/node_modules/.bin/$bin"
-  if ! "$exe" --version 2>/dev/null | grep -qF "$version"; then
+  local candidates=("$dir/node_modules/.bin/$bin" "$dir"/node_modules/"$package"-linux-*/"$bin")
+  if ! working "$version" "${candidates[@]}" >/dev/null; then
     say "installing $package@$version"
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -50,13 +66,12 @@ install_host() {
     npm install --prefix "$dir" --no-save --no-package-lock --no-audit --no-fund \
       --loglevel=error "$package@$version" >&2
   fi
-  local got
-  got=$("$exe" --version 2>&1 || true)
-  if ! grep -qF "$version" <<<"$got"; then
-    say "$package@$version did not install a working '$bin' (it printed: $got)"
+  candidates=("$dir/node_modules/.bin/$bin" "$dir"/node_modules/"$package"-linux-*/"$bin")
+  if ! working "$version" "${candidates[@]}"; then
+    say "$package@$version did not install a working '$bin' in $dir"
+    "$dir/node_modules/.bin/$bin" --version >&2 || true
     exit 1
   fi
-  echo "$exe"
 }
 
 claude_version=$(resolve @anthropic-ai/claude-code "${HOST_CLAUDE_VERSION:-$PINNED_CLAUDE}")

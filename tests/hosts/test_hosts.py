@@ -12,7 +12,7 @@ Run through run.sh (which installs the pinned hosts), or directly:
 
 Environment:
     AGENTNOTIFY_BIN_DIR  folder with `agentnotify` and `agentnotify-hook` (default target/debug)
-    CLAUDE_BIN, CODEX_BIN  the host executables (default: tests/hosts/.hosts/…, as run.sh installs)
+    CLAUDE_BIN, CODEX_BIN  the host executables (run.sh sets them; required otherwise)
     AGENTNOTIFY_HOST_TESTS=0  skip the whole suite (says so); anything else runs it and a
                           missing host or binary is a failure, not a skip
     HOSTS_KEEP=1          keep each test's folder (printed) for a post-mortem
