@@ -94,10 +94,6 @@ class FakeModel:
                         seen[block.get("tool_use_id", "")] = block
         return list(seen.values())
 
-    def anthropic_tool_uses_sent(self) -> int:
-        with self._lock:
-            return sum(1 for r in self.requests if r.get("reply") == "tool_use")
-
     def responses_outputs(self) -> list[dict[str, Any]]:
         """Every `function_call_output` item Codex sent back (deduplicated by call id)."""
         seen: dict[str, dict[str, Any]] = {}
