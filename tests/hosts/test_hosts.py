@@ -103,6 +103,7 @@ class World:
         self.tmux_socket: str | None = None
         self.answered: set[str] = set()
         self.procs: list[subprocess.Popen[Any]] = []
+        self.files: list[Any] = []
         test.addCleanup(self.close)
 
     # ---- environment -----------------------------------------------------------------
@@ -223,6 +224,7 @@ trust_level = "trusted"
     def spawn(self, argv: list[str], name: str, **kw: Any) -> subprocess.Popen[Any]:
         out = open(self.root / f"{name}.out", "w")
         err = open(self.root / f"{name}.err", "w")
+        self.files += [out, err]
         kw.setdefault("stdin", subprocess.DEVNULL)
         kw.setdefault("stdout", out)
         proc = subprocess.Popen(argv, cwd=self.proj, env=self.host_env(), stderr=err,
@@ -316,6 +318,11 @@ trust_level = "trusted"
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream:
+                    stream.close()
+        for f in self.files:
+            f.close()
         if self.tmux_socket:
             subprocess.run(["tmux", "-L", self.tmux_socket, "kill-server"],
                            capture_output=True)
