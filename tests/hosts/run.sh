@@ -82,7 +82,7 @@ CLAUDE_BIN=$(install_host claude @anthropic-ai/claude-code "$claude_version" cla
 CODEX_BIN=$(install_host codex @openai/codex "$codex_version" codex)
 
 if [ -z "${AGENTNOTIFY_BIN_DIR:-}" ]; then
-  (cd "$repo" && cargo build --quiet --bins)
+  (cd "$repo" && cargo build --locked --quiet --bins)
   export AGENTNOTIFY_BIN_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug"
 fi
 
