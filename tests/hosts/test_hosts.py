@@ -314,33 +314,37 @@ trust_level = "trusted"
             time.sleep(0.1)
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream:
-                    stream.close()
-        for f in self.files:
-            f.close()
-        if self.tmux_socket:
-            subprocess.run(["tmux", "-L", self.tmux_socket, "kill-server"],
-                           capture_output=True)
-        pid = self.broker_pid()
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-            try:
-                wait_for("the broker to stop", lambda: not pid_alive(pid), 5)
-            except AssertionError:
-                os.kill(pid, signal.SIGKILL)
-        # The Codex TUI starts an app-server daemon that outlives it.
-        self.kill_strays()
-        self.fake.__exit__(None, None, None)
-        OUTSIDE.extend(f"{self.test.id().rsplit('.', 1)[-1]}: {r}" for r in self.fake.refused)
-        if KEEP:
-            print(f"\n  kept {self.root}", file=sys.stderr)
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            for proc in self.procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                for stream in (proc.stdin, proc.stdout):
+                    if stream:
+                        stream.close()
+            for f in self.files:
+                f.close()
+            if self.tmux_socket:
+                subprocess.run(["tmux", "-L", self.tmux_socket, "kill-server"],
+                               capture_output=True, timeout=10)
+            pid = self.broker_pid()
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+                try:
+                    wait_for("the broker to stop", lambda: not pid_alive(pid), 5)
+                except AssertionError:
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            # Whatever else failed: nothing of this test keeps running (the Codex TUI, for
+            # one, starts an app-server daemon that outlives it).
+            self.kill_strays()
+            self.fake.__exit__(None, None, None)
+            OUTSIDE.extend(f"{self.test.id().rsplit('.', 1)[-1]}: {r}"
+                           for r in self.fake.refused)
+            if KEEP:
+                print(f"\n  kept {self.root}", file=sys.stderr)
+            else:
+                shutil.rmtree(self.root, ignore_errors=True)
 
 
 def shell_quote(word: str) -> str:
