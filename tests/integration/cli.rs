@@ -326,3 +326,20 @@ fn the_demo_asks_through_the_real_hook_and_shows_the_decision() {
         "{rest}"
     );
 }
+
+#[test]
+fn stop_asks_the_broker_to_exit_once_idle() {
+    let home = Home::new();
+    let mut d = Daemon::start(&home, &[]);
+    let out = run(&home, &["stop"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("will exit"),
+        "{out:?}"
+    );
+    // Nothing pending: it exits (the daemon's own exit is the event).
+    let status = d.child.wait().unwrap();
+    assert!(status.success());
+    assert!(home.broker_json().is_none(), "broker.json left behind");
+    let out = run(&home, &["stop"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no broker is running"));
+}

@@ -8,5 +8,7 @@ mod durability;
 mod harness;
 mod hook;
 mod hook_fuzz;
+mod lifecycle;
+mod openapi;
 mod reliability;
 mod support;

@@ -327,3 +327,75 @@ async fn random_bodies_never_get_a_500() {
         "pending"
     );
 }
+
+/// Load: 200 hooks wait at once while 1,000 other requests flow; each hook gets exactly
+/// the decision given to its own question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
+    use crate::hook::{pending_for, RunningHook, ALLOW, DENY};
+    let home = Home::new();
+    let _d = Daemon::start(&home, &[]);
+    let api = home.api();
+    let hooks: Vec<_> = (0..200)
+        .map(|i| {
+            let payload = crate::support::fixture("codex-bash.json")
+                .replace("019d8d5f-2325-7ca2-90d0-de30ca64fb2a", "load-session")
+                .replace("cargo publish --dry-run", &format!("make job-{i}"));
+            RunningHook::start(&home, "codex", &payload, &[])
+        })
+        .collect();
+    let questions = pending_for(&api, "load-session", 200).await;
+    let other: Vec<_> = (0..1000)
+        .map(|i| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                match i % 4 {
+                    0 => {
+                        let q = api.ask_permission(&format!("noise {i}")).await;
+                        assert_eq!(api.respond(&q, Api::answer(&q, "r", "deny")).await.0, 200);
+                    }
+                    1 => assert_eq!(
+                        api.get("/v1/interactions?pending=true&limit=500").await.0,
+                        200
+                    ),
+                    2 => assert_eq!(
+                        api.post(
+                            "/v1/notifications",
+                            json!({"title": "noise", "message": format!("{i}")})
+                        )
+                        .await
+                        .0,
+                        201
+                    ),
+                    _ => assert_eq!(api.get("/v1/notifications?limit=10").await.0, 200),
+                }
+            })
+        })
+        .collect();
+    // Answer every hook's question while the noise flows: even jobs allowed, odd denied.
+    for q in &questions {
+        let prompt = q["prompt"].as_str().unwrap();
+        let job: usize = prompt
+            .split("make job-")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let choice = if job.is_multiple_of(2) {
+            "allow-once"
+        } else {
+            "deny"
+        };
+        assert_eq!(api.respond(q, Api::answer(q, "r", choice)).await.0, 200);
+    }
+    for t in other {
+        t.await.unwrap();
+    }
+    for (i, h) in hooks.into_iter().enumerate() {
+        let want = if i.is_multiple_of(2) { ALLOW } else { DENY };
+        assert_eq!(h.finish(), (0, format!("{want}\n")), "hook {i}");
+    }
+}
