@@ -190,19 +190,19 @@ pub struct RespondArgs {
     pub id: String,
     /// Idempotency key: repeating an accepted answer with it replays the result.
     /// Default: a new random one.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub response_id: Option<String>,
     /// The question's request_digest (from `get`): proves which question you answer.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub digest: String,
-    /// The question's nonce (from `get`).
-    #[arg(long)]
+    /// The question's nonce (from `get`). Nonces are base64url and may start with `-`.
+    #[arg(long, allow_hyphen_values = true)]
     pub nonce: String,
     /// The chosen choice id.
     #[arg(long, conflicts_with = "text", required_unless_present = "text")]
     pub choice: Option<String>,
     /// The text answer (text questions).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub text: Option<String>,
     /// Who answers (default cli).
     #[arg(long, default_value = "cli")]
@@ -268,4 +268,57 @@ pub struct NotifyListArgs {
     pub limit: Option<u32>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nonces are base64url: one in 32 starts with `-`, and must still be accepted as the
+    /// value of `--nonce` (and so must such a digest, response id or text answer).
+    #[test]
+    fn respond_takes_values_that_start_with_a_hyphen() {
+        let cli = Cli::try_parse_from([
+            "agentnotify",
+            "interactions",
+            "respond",
+            "0123",
+            "--response-id",
+            "-r1",
+            "--digest",
+            "-d",
+            "--nonce",
+            "-7Lsua-fCM7R8bF5",
+            "--text",
+            "- item",
+        ])
+        .expect("parses");
+        let Command::Interactions(InteractionsCommand::Respond(a)) = cli.command else {
+            panic!("not respond");
+        };
+        assert_eq!(a.nonce, "-7Lsua-fCM7R8bF5");
+        assert_eq!(a.digest, "-d");
+        assert_eq!(a.response_id.as_deref(), Some("-r1"));
+        assert_eq!(a.text.as_deref(), Some("- item"));
+        let cli = Cli::try_parse_from([
+            "agentnotify",
+            "interactions",
+            "respond",
+            "0123",
+            "--digest",
+            "d",
+            "--nonce",
+            "-abc",
+            "--choice",
+            "deny",
+        ])
+        .expect("parses");
+        let Command::Interactions(InteractionsCommand::Respond(a)) = cli.command else {
+            panic!("not respond");
+        };
+        assert_eq!(
+            (a.nonce.as_str(), a.choice.as_deref()),
+            ("-abc", Some("deny"))
+        );
+    }
 }
