@@ -60,6 +60,7 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
             choice["label"].as_str().unwrap_or("")
         );
     }
+    println!("\nOr answer it in your browser: run `agentnotify ui` in another terminal.");
     println!("\nWaiting up to {} s for your answer…", a.timeout);
 
     let mut out = String::new();

@@ -56,6 +56,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let result = match cli.command {
         Command::Daemon(a) => run_daemon(a),
         other => {
+            // Like any Unix filter: `agentnotify … | head` ends quietly on a closed pipe
+            // (never the daemon, which must survive clients that hang up).
+            #[cfg(unix)]
+            // SAFETY: restoring the default disposition of one signal before any thread starts.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

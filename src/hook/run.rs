@@ -187,11 +187,12 @@ async fn open(
 /// Waits in slices until answered; any other end, or the budget running out, falls back.
 async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value, Fallback> {
     loop {
-        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
-        let slice = left.min(WAIT_SLICE_SECS);
-        if slice == 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(Fallback::BudgetEnded);
         }
+        // Rounded up: the budget already ends well before the host's own timeout.
+        let slice = (left.as_secs_f64().ceil() as u64).min(WAIT_SLICE_SECS);
         let record = client.wait(id, slice, true).await?;
         match record["status"].as_str() {
             Some("answered") => return Ok(record),
