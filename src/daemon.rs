@@ -123,6 +123,7 @@ pub async fn run(
         url: info.url.clone(),
         activity: Activity::default(),
         shutdown_requested,
+        relay: crate::relay::Relay::new(paths.clone(), Arc::clone(&broker)),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
@@ -140,6 +141,7 @@ pub async fn run(
 
     tokio::spawn(Arc::clone(&broker).run_reaper());
     tokio::spawn(retention_job(Arc::clone(&broker), retention));
+    ctx.relay.spawn_background();
 
     let idle = opts.on_demand.then(|| {
         opts.idle_exit

@@ -35,6 +35,8 @@ pub struct ApiContext {
     pub activity: Activity,
     /// Set by `POST /v1/admin/shutdown`: the daemon exits once nothing is pending.
     pub shutdown_requested: watch::Sender<bool>,
+    /// Publishing to and polling from Relays (SPEC §8).
+    pub relay: Arc<crate::relay::Relay>,
 }
 
 /// Request bookkeeping for the on-demand broker's idle exit.

@@ -106,8 +106,16 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["interactions", id, "publish"] => {
             only(&req, Method::POST)?;
-            ctx.broker.get(id).await?;
-            Err(crate::broker::BrokerError::RelayUnavailable.into())
+            crate::relay::api::publish(&ctx.relay, id).await
+        }
+        ["relay", "poll"] => {
+            only(&req, Method::POST)?;
+            let body = parse_json(&read_body(req).await?, true)?;
+            crate::relay::api::poll(&ctx.relay, &body).await
+        }
+        ["relay", "status"] => {
+            only(&req, Method::GET)?;
+            crate::relay::api::status(&ctx.relay).await
         }
         ["notifications"] => match *req.method() {
             Method::GET => list_notifications(&req, ctx).await,
