@@ -705,7 +705,8 @@ async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
             ));
         }
     }
-    let seq = s.db.generate_id().map_err(StoreFail::from)?;
+    // Sequence numbers start at 1: cursor 0 means "from the beginning".
+    let seq = s.db.generate_id().map_err(StoreFail::from)? + 1;
     let now = Timestamp::now();
     a.received_at = Some(now.to_rfc3339());
     let rec = AnswerRecord {
