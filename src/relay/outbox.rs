@@ -41,11 +41,11 @@ pub fn outbox_id(interaction_id: &str, provider: &str) -> String {
 /// Queues `id` for every provider whose routes carry it. `force` (manual publish) also
 /// re-sends to providers it was already delivered to and makes waiting entries due now.
 pub async fn enqueue(relay: &Relay, id: &str, force: bool) -> Result<usize, RelayError> {
+    let record = relay.broker.get(id).await?;
     let cfg = relay.config()?;
     if cfg.publishing_providers().is_empty() {
         return Err(RelayError::Unavailable);
     }
-    let record = relay.broker.get(id).await?;
     if record.status != Status::Pending {
         return Err(RelayError::NotPending(record.status));
     }

@@ -654,21 +654,6 @@ async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
         ));
     }
     let inst = device.installation_id.clone();
-    let envelope: Envelope = get(
-        &s.envelopes,
-        &key2(
-            &device.device_id,
-            question_event_id(&a.interaction_id).as_bytes(),
-        ),
-    )?
-    .ok_or_else(|| forbidden("not_a_recipient", "this device was not sent that question"))?;
-    if Timestamp::parse_rfc3339(&envelope.expires_at).is_none_or(|t| t <= Timestamp::now()) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "question_expired",
-            "the question has expired; the answer was not forwarded",
-        ));
-    }
     let body_sha256 = sha256_hex(&raw);
     let _w = s.write.lock().await;
     let id_key = key2(&inst, a.response_id.as_bytes());
@@ -693,6 +678,8 @@ async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
         }
         return Ok(res);
     }
+    // Checked before the envelope: an answered question's envelope is withdrawn, and
+    // "already answered" is the reason the phone should see.
     if let Some(winner) = s
         .answered
         .get(key2(&inst, a.interaction_id.as_bytes()))
@@ -704,6 +691,21 @@ async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
                 "this question was already answered",
             ));
         }
+    }
+    let envelope: Envelope = get(
+        &s.envelopes,
+        &key2(
+            &device.device_id,
+            question_event_id(&a.interaction_id).as_bytes(),
+        ),
+    )?
+    .ok_or_else(|| forbidden("not_a_recipient", "this device was not sent that question"))?;
+    if Timestamp::parse_rfc3339(&envelope.expires_at).is_none_or(|t| t <= Timestamp::now()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "question_expired",
+            "the question has expired; the answer was not forwarded",
+        ));
     }
     // Sequence numbers start at 1: cursor 0 means "from the beginning".
     let seq = s.db.generate_id().map_err(StoreFail::from)? + 1;

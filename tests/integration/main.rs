@@ -7,4 +7,5 @@ mod durability;
 #[cfg(unix)]
 mod harness;
 mod hook;
+mod relay;
 mod support;
