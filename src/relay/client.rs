@@ -20,8 +20,6 @@ pub enum RelayClientError {
         status: u16,
         code: String,
         message: String,
-        /// The error body as sent (e.g. the earlier result of a duplicate answer).
-        body: Value,
     },
     #[error("the relay sent a reply this client does not understand (HTTP {status})")]
     BadReply { status: u16 },
@@ -106,7 +104,6 @@ impl RelayClient {
                     .as_str()
                     .unwrap_or("no reason given")
                     .to_string(),
-                body: value,
             });
         }
         serde_json::from_value(value).map_err(|_| RelayClientError::BadReply { status })
