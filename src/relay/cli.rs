@@ -173,6 +173,7 @@ pub enum DeviceCommand {
     },
     /// Fetch and open the questions waiting for this device.
     Inbox {
+        /// Print JSON instead of text (without the nonce and digest).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -194,6 +195,7 @@ pub enum DeviceCommand {
         /// Seconds to wait for the broker's verdict (0 = do not wait).
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Print the verdict as JSON.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -276,6 +278,20 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
             let mut secrets = config::load_secrets(&paths)?;
             secrets.remove(&p.id);
             config::save_secrets(&paths, &secrets)?;
+            let cursors_file = paths.relay_cursors_file();
+            if let Ok(bytes) = std::fs::read(&cursors_file) {
+                let mut cursors: super::poller::Cursors =
+                    serde_json::from_slice(&bytes).unwrap_or_default();
+                if cursors.remove(&p.id).is_some() {
+                    let bytes = serde_json::to_vec_pretty(&cursors).expect("strings serialise");
+                    crate::fsutil::write_atomic(&cursors_file, &bytes, 0o600).map_err(|e| {
+                        RelayCliError::Usage(format!(
+                            "cannot update {}: {e}",
+                            cursors_file.display()
+                        ))
+                    })?;
+                }
+            }
             println!("removed relay provider {}", p.id);
         }
         RelayCommand::Route(r) => route(&config_file, r)?,
