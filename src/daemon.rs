@@ -81,6 +81,7 @@ pub async fn run(
     on_ready: impl FnOnce(&BrokerInfo),
 ) -> Result<DaemonExit, DaemonError> {
     paths.ensure_dirs()?;
+    raise_open_file_limit();
     let lock = crate::fsutil::open_lock_file(&paths.broker_lock()).map_err(io("broker.lock"))?;
     match lock.try_lock() {
         Ok(()) => {}
@@ -160,6 +161,24 @@ pub async fn run(
     }
     drop(lock);
     Ok(DaemonExit::Stopped)
+}
+
+/// Every parked long-poll is a socket: lift the soft descriptor limit to the hard one so
+/// thousands of waiting hooks fit.
+fn raise_open_file_limit() {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 fn resolve_port(opts: &DaemonOptions, config: &Config) -> (u16, bool) {

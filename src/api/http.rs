@@ -26,6 +26,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub retry_after: Option<u64>,
+    /// For 405: the methods the route takes (the `Allow` header).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -35,6 +37,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            allow: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -47,6 +50,10 @@ impl ApiError {
     pub fn into_response(self) -> Response<ResBody> {
         let body = serde_json::json!({"error": self.message, "code": self.code});
         let mut res = json_response(self.status, &body);
+        if let Some(methods) = self.allow {
+            res.headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static(methods));
+        }
         if let Some(secs) = self.retry_after {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
@@ -140,12 +147,17 @@ pub fn parse_json(bytes: &[u8], allow_empty: bool) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
 }
 
-/// Query parameters (the last of repeated names wins).
-pub fn query(req: &Request<Incoming>) -> HashMap<String, String> {
-    req.uri()
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default()
+/// Query parameters; a name given twice is refused rather than guessed at.
+pub fn query(req: &Request<Incoming>) -> Result<HashMap<String, String>, ApiError> {
+    let mut out = HashMap::new();
+    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        if out.insert(k.to_string(), v.into_owned()).is_some() {
+            return Err(ApiError::bad_request(format!(
+                "{k} is given more than once"
+            )));
+        }
+    }
+    Ok(out)
 }
 
 /// An optional whole-number query parameter within `min..=max`.

@@ -5,6 +5,8 @@ pub mod http;
 pub mod rate_limit;
 mod routes;
 
+pub use routes::ROUTES;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

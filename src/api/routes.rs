@@ -16,6 +16,26 @@ use crate::model::{
     AnswerSubmission, InteractionRequest, NotificationRequest, NotificationStatus, Status,
 };
 
+/// Every route this router serves (method, path template); `docs/openapi.yaml` documents
+/// exactly these, which a test checks against the running daemon.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/health"),
+    ("GET", "/v1/status"),
+    ("POST", "/v1/admin/shutdown"),
+    ("POST", "/v1/interactions/request"),
+    ("GET", "/v1/interactions"),
+    ("GET", "/v1/interactions/{id}"),
+    ("GET", "/v1/interactions/{id}/wait"),
+    ("POST", "/v1/interactions/{id}/respond"),
+    ("POST", "/v1/interactions/{id}/cancel"),
+    ("POST", "/v1/interactions/{id}/publish"),
+    ("POST", "/v1/notifications"),
+    ("GET", "/v1/notifications"),
+    ("GET", "/v1/notifications/{id}"),
+    ("POST", "/v1/notifications/{id}/resolve"),
+    ("POST", "/v1/notifications/{id}/dismiss"),
+];
+
 pub async fn handle(ctx: &ApiContext, req: Request<Incoming>) -> Response<ResBody> {
     match route(ctx, req).await {
         Ok(res) => res,
@@ -82,7 +102,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["interactions", id, "wait"] => {
             only(&req, Method::GET)?;
-            let q = query(&req);
+            let q = query(&req)?;
             let secs = query_int(&q, "timeout", 1, 300)?.unwrap_or(60);
             let owner = query_bool(&q, "owner")?.unwrap_or(false);
             let record = ctx
@@ -131,7 +151,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
                 };
                 Ok(json_response(code, &record))
             }
-            _ => Err(method_not_allowed()),
+            _ => Err(method_not_allowed("GET, POST")),
         },
         ["notifications", id] => {
             only(&req, Method::GET)?;
@@ -162,17 +182,22 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
 fn only(req: &Request<Incoming>, method: Method) -> Result<(), ApiError> {
     if req.method() == method {
         Ok(())
+    } else if method == Method::GET {
+        Err(method_not_allowed("GET"))
     } else {
-        Err(method_not_allowed())
+        Err(method_not_allowed("POST"))
     }
 }
 
-fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "this route does not take that method",
-    )
+fn method_not_allowed(allow: &'static str) -> ApiError {
+    ApiError {
+        allow: Some(allow),
+        ..ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("this route takes {allow} only"),
+        )
+    }
 }
 
 /// Paths are echoed in errors only in part, and never anything that looks like a secret.
@@ -223,8 +248,8 @@ async fn list_interactions(
     ctx: &ApiContext,
     req: &Request<Incoming>,
 ) -> Result<Response<ResBody>, ApiError> {
-    let q = query(req);
-    let mut status = match query_str(&q, "status") {
+    let q = query(req)?;
+    let mut status = match q.get("status").map(|s| s.trim().to_string()) {
         None => None,
         Some(s) => Some(Status::parse(&s).ok_or_else(|| {
             ApiError::bad_request(
@@ -256,8 +281,8 @@ async fn list_notifications(
     req: &Request<Incoming>,
     ctx: &ApiContext,
 ) -> Result<Response<ResBody>, ApiError> {
-    let q = query(req);
-    let status = match query_str(&q, "status") {
+    let q = query(req)?;
+    let status = match q.get("status").map(|s| s.trim().to_string()) {
         None => None,
         Some(s) => Some(NotificationStatus::parse(&s).ok_or_else(|| {
             ApiError::bad_request("status must be one of active, resolved, dismissed")

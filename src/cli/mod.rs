@@ -134,13 +134,17 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Status(a) => status(a.json).await,
         Command::Relay(c) => Ok(crate::relay::cli::run(c).await?),
         Command::Stop => {
+            // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;
-            match client::attach(&paths).await? {
-                Some(c) => {
+            match client::from_files(&paths) {
+                Some((c, info)) if c.health(std::time::Duration::from_secs(1)).await.is_ok() => {
                     c.shutdown_when_idle().await?;
-                    println!("the broker will exit as soon as nothing is pending");
+                    println!(
+                        "the broker (pid {}) will exit as soon as nothing is pending",
+                        info.pid
+                    );
                 }
-                None => println!("no broker is running"),
+                _ => println!("no broker is running"),
             }
             Ok(())
         }

@@ -17,14 +17,14 @@ pub async fn attach(paths: &Paths) -> Result<Option<Client>> {
     if let Some(client) = Client::from_env_override() {
         return Ok(Some(client));
     }
-    let Some((client, _info)) = from_files(paths) else {
+    let Some((client, info)) = from_files(paths) else {
         return Ok(None);
     };
     match client.health(HEALTH_TIMEOUT).await {
         Ok(h) if h["api"] == crate::API_VERSION => Ok(Some(client)),
         Ok(h) => Err(ClientError::NoBroker(format!(
-            "the running broker speaks API {} (version {}), this client needs {}; stop it with `agentnotify stop`",
-            h["api"], h["version"], crate::API_VERSION
+            "the running broker (pid {}) speaks API {} (version {}), this client needs {}; stop it with `agentnotify stop` once nothing is pending",
+            info.pid, h["api"], h["version"], crate::API_VERSION
         ))),
         // Stale broker.json (dead pid, wrong port): treated as no broker.
         Err(_) => Ok(None),

@@ -175,16 +175,14 @@ impl InteractionRequest {
         }
         let mut choices = parse_choices(f.raw("choices"))?;
         let mut text_max_length = None;
+        // Checked for every kind, used only by `text`.
+        let text_max = f.opt_int("text_max_length", 1, 2000)?;
         match kind {
             Kind::Text => {
                 if !choices.is_empty() {
                     return Err(invalid("choices must be empty for kind text"));
                 }
-                text_max_length = Some(
-                    f.opt_int("text_max_length", 1, 2000)?
-                        .map(|n| n as u32)
-                        .unwrap_or(TEXT_MAX_DEFAULT),
-                );
+                text_max_length = Some(text_max.map(|n| n as u32).unwrap_or(TEXT_MAX_DEFAULT));
             }
             Kind::Permission if choices.is_empty() => {
                 choices = vec![

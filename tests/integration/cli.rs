@@ -279,3 +279,67 @@ fn the_cli_starts_a_broker_on_demand_and_status_and_stop_work() {
         }
     }
 }
+
+#[test]
+fn the_demo_asks_through_the_real_hook_and_shows_the_decision() {
+    use std::io::{BufRead, BufReader, Read};
+    let home = Home::new();
+    let mut demo = home
+        .cmd(AGENTNOTIFY)
+        .args(["demo", "--timeout", "60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(demo.stdout.take().unwrap());
+    let mut seen = String::new();
+    let answer_line = loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "demo ended early:\n{seen}"
+        );
+        seen.push_str(&line);
+        if line.contains("interactions respond") && line.contains("--choice allow-once") {
+            break line;
+        }
+    };
+    assert!(
+        seen.contains("rm -rf node_modules && npm ci"),
+        "the question is shown:\n{seen}"
+    );
+    // Run exactly the line the demo told the person to copy.
+    let command = answer_line.split('#').next().unwrap().trim();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[0], "agentnotify");
+    let out = run(&home, &words[1..]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    assert!(demo.wait().unwrap().success());
+    assert!(
+        rest.contains(r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#),
+        "{rest}"
+    );
+}
+
+#[test]
+fn stop_asks_the_broker_to_exit_once_idle() {
+    let home = Home::new();
+    let mut d = Daemon::start(&home, &[]);
+    let out = run(&home, &["stop"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("will exit"),
+        "{out:?}"
+    );
+    // Nothing pending: it exits (the daemon's own exit is the event).
+    let status = d.child.wait().unwrap();
+    assert!(status.success());
+    assert!(home.broker_json().is_none(), "broker.json left behind");
+    let out = run(&home, &["stop"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no broker is running"));
+}

@@ -7,5 +7,9 @@ mod durability;
 #[cfg(unix)]
 mod harness;
 mod hook;
+mod hook_fuzz;
+mod lifecycle;
+mod openapi;
 mod relay;
+mod reliability;
 mod support;

@@ -81,7 +81,11 @@ impl Drop for Home {
     fn drop(&mut self) {
         if let Some(info) = self.broker_json() {
             if let Some(pid) = info["pid"].as_i64() {
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                // Only ever a broker of ours (a test may write a fake broker.json).
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmdline).contains("agentnotify") {
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
             }
         }
     }
