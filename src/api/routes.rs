@@ -29,6 +29,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/interactions/{id}/respond"),
     ("POST", "/v1/interactions/{id}/cancel"),
     ("POST", "/v1/interactions/{id}/publish"),
+    ("POST", "/v1/relay/poll"),
+    ("GET", "/v1/relay/status"),
     ("POST", "/v1/notifications"),
     ("GET", "/v1/notifications"),
     ("GET", "/v1/notifications/{id}"),
