@@ -734,7 +734,7 @@ async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
 
 fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let inst = s.installation(req)?;
-    let q = query(req);
+    let q = query(req)?;
     match q.get("installation_id") {
         Some(asked) if asked == &inst => {}
         Some(_) => {
