@@ -28,9 +28,9 @@ pub struct Config {
     pub idle_exit_seconds: Option<u64>,
     #[serde(default)]
     pub rate_limit: RateLimitConfig,
-    /// Relay providers and routes (§8); kept here so this file stays the single config.
+    /// Relay providers and routes (SPEC §8); kept here so this file stays the single config.
     #[serde(default)]
-    pub relay: Option<toml::Value>,
+    pub relay: crate::relay::config::RelayConfig,
 }
 
 /// The shared POST rate limit (SPEC §4.1).

@@ -125,6 +125,7 @@ pub async fn run(
         activity: Activity::default(),
         shutdown_requested,
         ui: crate::ui::UiState::new(port),
+        relay: crate::relay::Relay::new(paths.clone(), Arc::clone(&broker)),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
@@ -142,6 +143,7 @@ pub async fn run(
 
     tokio::spawn(Arc::clone(&broker).run_reaper());
     tokio::spawn(retention_job(Arc::clone(&broker), retention));
+    ctx.relay.spawn_background();
 
     let idle = opts.on_demand.then(|| {
         opts.idle_exit

@@ -14,6 +14,7 @@ pub mod hook;
 pub mod logging;
 pub mod model;
 pub mod paths;
+pub mod relay;
 pub mod secret;
 pub mod store;
 pub mod ui;

@@ -1,4 +1,4 @@
-//! Durable storage on sled: interactions, notifications and a time index.
+//! Durable storage on sled: interactions, notifications, a time index and the relay outbox.
 //!
 //! The store decides nothing; it encodes records and makes them durable. sled writes are
 //! durable only after a flush, so every change a reply reports goes through [`Store::commit`]
@@ -34,6 +34,8 @@ pub struct Store {
     interactions: sled::Tree,
     interactions_by_time: sled::Tree,
     notifications: sled::Tree,
+    /// Relay outbox (SPEC §8): id → entry, encoded by the relay layer.
+    relay_outbox: sled::Tree,
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
@@ -59,6 +61,7 @@ impl Store {
             interactions: db.open_tree("interactions")?,
             interactions_by_time: db.open_tree("interactions_by_time")?,
             notifications: db.open_tree("notifications")?,
+            relay_outbox: db.open_tree("relay_outbox")?,
             db,
             written: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
@@ -129,6 +132,31 @@ impl Store {
     pub fn remove_notification(&self, id: &str) -> Result<u64> {
         self.notifications.remove(id.as_bytes())?;
         Ok(self.note_write())
+    }
+
+    /// Writes a relay outbox entry (durable after [`Store::commit`]).
+    pub fn put_outbox<T: serde::Serialize>(&self, id: &str, entry: &T) -> Result<u64> {
+        self.relay_outbox
+            .insert(id.as_bytes(), serde_json::to_vec(entry)?)?;
+        Ok(self.note_write())
+    }
+
+    pub fn get_outbox<T: DeserializeOwned>(&self, id: &str) -> Result<Option<T>> {
+        decode_opt(self.relay_outbox.get(id.as_bytes())?)
+    }
+
+    pub fn remove_outbox(&self, id: &str) -> Result<u64> {
+        self.relay_outbox.remove(id.as_bytes())?;
+        Ok(self.note_write())
+    }
+
+    /// Every relay outbox entry, in id order.
+    pub fn outbox_entries<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
+        self.relay_outbox
+            .iter()
+            .values()
+            .map(|v| decode(&v?))
+            .collect()
     }
 
     fn note_write(&self) -> u64 {

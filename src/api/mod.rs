@@ -39,6 +39,8 @@ pub struct ApiContext {
     pub shutdown_requested: watch::Sender<bool>,
     /// Sessions and live streams of the web UI (SPEC §9).
     pub ui: crate::ui::UiState,
+    /// Publishing to and polling from Relays (SPEC §8).
+    pub relay: Arc<crate::relay::Relay>,
 }
 
 /// Request bookkeeping for the on-demand broker's idle exit.

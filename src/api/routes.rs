@@ -30,6 +30,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/interactions/{id}/respond"),
     ("POST", "/v1/interactions/{id}/cancel"),
     ("POST", "/v1/interactions/{id}/publish"),
+    ("POST", "/v1/relay/poll"),
+    ("GET", "/v1/relay/status"),
     ("POST", "/v1/notifications"),
     ("GET", "/v1/notifications"),
     ("GET", "/v1/notifications/{id}"),
@@ -134,8 +136,16 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["interactions", id, "publish"] => {
             only(&req, Method::POST)?;
-            ctx.broker.get(id).await?;
-            Err(crate::broker::BrokerError::RelayUnavailable.into())
+            crate::relay::api::publish(&ctx.relay, id).await
+        }
+        ["relay", "poll"] => {
+            only(&req, Method::POST)?;
+            let body = parse_json(&read_body(req).await?, true)?;
+            crate::relay::api::poll(&ctx.relay, &body).await
+        }
+        ["relay", "status"] => {
+            only(&req, Method::GET)?;
+            crate::relay::api::status(&ctx.relay).await
         }
         ["notifications"] => match *req.method() {
             Method::GET => list_notifications(&req, ctx).await,

@@ -140,6 +140,12 @@ impl Broker {
         self.core.events.subscribe()
     }
 
+    /// The store, for layers that keep their own durable records beside the broker's
+    /// (the relay outbox). Answers never go through it: they go through [`Broker::respond`].
+    pub fn store(&self) -> &Store {
+        &self.core.store
+    }
+
     /// True while anything is pending or anyone is waiting (an on-demand broker stays up).
     pub fn is_busy(&self) -> bool {
         self.lock().is_busy()

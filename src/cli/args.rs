@@ -41,6 +41,9 @@ pub enum Command {
     Stop,
     /// Print the loopback API's bearer token (creating it on first use).
     Token(TokenArgs),
+    /// Answer from a phone: relay providers and routes, the reference Relay, a device client.
+    #[command(subcommand)]
+    Relay(crate::relay::cli::RelayCommand),
 }
 
 #[derive(Debug, Args)]
@@ -112,9 +115,9 @@ pub enum InteractionsCommand {
     Respond(RespondArgs),
     /// Withdraw a pending question.
     Cancel(IdArg),
-    /// Re-send a question to the enabled relay routes.
+    /// Re-send a question to the enabled relay routes (idempotent per provider).
     Publish(IdArg),
-    /// Fetch answers from the relay once, by hand.
+    /// Fetch answers from the relay once, by hand (the broker also polls by itself).
     PollResponses(PollArgs),
 }
 
@@ -214,9 +217,10 @@ pub struct RespondArgs {
 
 #[derive(Debug, Args)]
 pub struct PollArgs {
-    /// Only this relay provider.
+    /// Only this relay provider (default: every enabled one).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Print JSON instead of one line per provider.
     #[arg(long)]
     pub json: bool,
 }

@@ -29,6 +29,8 @@ pub enum CliError {
     Daemon(#[from] daemon::DaemonError),
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
+    #[error(transparent)]
+    Relay(#[from] crate::relay::cli::RelayCliError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -55,6 +57,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     let result = match cli.command {
         Command::Daemon(a) => run_daemon(a),
+        Command::Relay(crate::relay::cli::RelayCommand::Serve(a)) => run_relay_server(a),
         other => {
             // Like any Unix filter: `agentnotify … | head` ends quietly on a closed pipe
             // (never the daemon, which must survive clients that hang up).
@@ -111,6 +114,19 @@ fn run_daemon(a: args::DaemonArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn run_relay_server(a: crate::relay::cli::ServeArgs) -> Result<(), CliError> {
+    let paths = Paths::from_env()?;
+    let _log = crate::logging::init(&paths, "relay", "info");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(crate::relay::cli::run(
+        crate::relay::cli::RelayCommand::Serve(a),
+    ))?;
+    Ok(())
+}
+
 async fn connect() -> Result<Client, CliError> {
     let paths = Paths::from_env()?;
     Ok(client::attach_or_spawn(&paths).await?)
@@ -124,6 +140,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Demo(a) => demo::run(a).await,
         Command::Ui(a) => ui(a.print).await,
         Command::Status(a) => status(a.json).await,
+        Command::Relay(c) => Ok(crate::relay::cli::run(c).await?),
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;
@@ -206,10 +223,49 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
         }
         Cancel(a) => output::print_json(&connect().await?.cancel(&a.id).await?),
         Publish(a) => output::print_json(&connect().await?.publish(&a.id).await?),
-        PollResponses(_) => {
-            return Err(CliError::Other(
-                "relay is not configured: no relay provider to poll (relay_unavailable)".into(),
-            ))
+        PollResponses(a) => {
+            let body = json!({ "provider": a.provider });
+            let (_, v) = connect()
+                .await?
+                .call(
+                    reqwest::Method::POST,
+                    "/v1/relay/poll",
+                    Some(&body),
+                    std::time::Duration::from_secs(60),
+                )
+                .await?;
+            let polls = v["polls"].as_array().cloned().unwrap_or_default();
+            if a.json {
+                output::print_json(&v);
+            } else {
+                for p in &polls {
+                    if p["ok"] == true {
+                        println!(
+                            "{}: fetched {}, accepted {}, refused {}, dropped {}{}",
+                            p["provider"].as_str().unwrap_or("?"),
+                            p["fetched"],
+                            p["accepted"],
+                            p["refused"],
+                            p["dropped"],
+                            if p["cursor_advanced"] == true {
+                                ""
+                            } else {
+                                " (cursor unchanged)"
+                            }
+                        );
+                    } else {
+                        println!(
+                            "{}: failed: {} ({})",
+                            p["provider"].as_str().unwrap_or("?"),
+                            p["error"].as_str().unwrap_or("?"),
+                            p["code"].as_str().unwrap_or("?")
+                        );
+                    }
+                }
+            }
+            if polls.iter().any(|p| p["ok"] != true) {
+                return Err(CliError::Other("a relay poll failed (relay_failed)".into()));
+            }
         }
     }
     Ok(())

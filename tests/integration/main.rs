@@ -10,6 +10,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod relay;
 mod reliability;
 mod support;
 mod ui;

@@ -1,0 +1,629 @@
+//! `agentnotify relay …`: set up providers and routes, run the reference Relay, and play
+//! the phone with `relay device …`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use super::client::RelayClient;
+use super::config::{self, Provider, RelayConfig, Route};
+use super::device::{Answer, Device, DeviceError};
+use super::pairing::{self, PairingCode};
+use super::server::{self, ServeOptions};
+use crate::paths::Paths;
+
+/// Default port of `relay serve` (0 = ephemeral).
+pub const DEFAULT_RELAY_PORT: u16 = 47822;
+
+#[derive(Debug, Subcommand)]
+#[command(after_help = "Setup in short (see docs/RELAY.md):\n  \
+agentnotify relay serve --port 8080                     # on the relay host\n  \
+agentnotify relay add home --url http://HOST:8080 --include-message\n  \
+agentnotify relay pair home                             # prints a pairing code\n  \
+agentnotify relay device register --code CODE           # on the phone (or another terminal)\n  \
+agentnotify relay device inbox\n  \
+agentnotify relay device answer ID --choice allow-once")]
+pub enum RelayCommand {
+    /// Run the reference Relay server (plain HTTP; put TLS in front of it when exposed).
+    Serve(ServeArgs),
+    /// Register this installation with a Relay and add a route to it.
+    Add(AddArgs),
+    /// Show providers and numbered routes.
+    List(JsonArg),
+    /// Print the pairing code a phone needs (keep it private: it vouches for devices).
+    Pair(PairArgs),
+    /// Enable a provider.
+    Enable(ProviderArg),
+    /// Disable a provider (nothing is sent to or fetched from it).
+    Disable(ProviderArg),
+    /// Remove a provider, its routes, credentials and cursor.
+    Remove(ProviderArg),
+    /// Add, enable, disable or remove routes.
+    #[command(subcommand)]
+    Route(RouteCommand),
+    /// What the running broker still has to deliver, per provider.
+    Status(JsonArg),
+    /// Play the phone: pair, read sealed questions, answer one.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProviderArg {
+    /// The provider id.
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port to listen on (0 = ephemeral; the URL is printed on the first line).
+    #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Folder for the Relay's own database (default: `relay/` in the data dir).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RouteFilters {
+    /// Consent to send question text to this provider. Without it, no question is sent.
+    #[arg(long)]
+    pub include_message: bool,
+    /// Only questions from this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Only questions from this project.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Only this type: permission_required, input_required, or a kind (permission, single_choice, text).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: Option<String>,
+    /// Only at least this priority: low, normal, high, critical (questions are high).
+    #[arg(long)]
+    pub min_priority: Option<String>,
+    /// Add the route disabled.
+    #[arg(long)]
+    pub disabled: bool,
+}
+
+impl RouteFilters {
+    fn route(&self, provider: &str) -> Route {
+        Route {
+            provider: provider.to_string(),
+            enabled: !self.disabled,
+            include_message: self.include_message,
+            agent: self.agent.clone(),
+            project: self.project.clone(),
+            kind: self.kind.clone(),
+            min_priority: self.min_priority.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// A short id for this provider (letters, digits, - and _).
+    pub id: String,
+    /// The Relay's base URL.
+    #[arg(long)]
+    pub url: String,
+    /// Accept answers that are not sealed to this installation (not recommended).
+    #[arg(long)]
+    pub accept_plain_answers: bool,
+    #[command(flatten)]
+    pub route: RouteFilters,
+}
+
+#[derive(Debug, Args)]
+pub struct PairArgs {
+    pub id: String,
+    /// Print JSON (the code and what it contains) instead of the code alone.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RouteCommand {
+    /// Add a route to a provider.
+    Add {
+        provider: String,
+        #[command(flatten)]
+        filters: RouteFilters,
+    },
+    /// Enable route N (as numbered by `relay list`).
+    Enable { n: usize },
+    /// Disable route N.
+    Disable { n: usize },
+    /// Remove route N.
+    Remove { n: usize },
+}
+
+#[derive(Debug, Args)]
+pub struct DeviceDir {
+    /// The device's folder (default: `device/` in the config dir).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub device_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// Pair this device using the code from `agentnotify relay pair`.
+    Register {
+        /// The pairing code (starts with anp1.).
+        #[arg(long)]
+        code: String,
+        /// A name the desktop shows for this device.
+        #[arg(long, default_value = "cli-device")]
+        name: String,
+        #[command(flatten)]
+        dir: DeviceDir,
+    },
+    /// Fetch and open the questions waiting for this device.
+    Inbox {
+        /// Print JSON instead of text (without the nonce and digest).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: DeviceDir,
+    },
+    /// Answer one question, sealed to the installation, and wait for the broker's verdict.
+    Answer {
+        /// The interaction id shown by `inbox`.
+        id: String,
+        /// The chosen choice id.
+        #[arg(long, conflicts_with = "text", required_unless_present = "text")]
+        choice: Option<String>,
+        /// The text answer (text questions).
+        #[arg(long)]
+        text: Option<String>,
+        /// Idempotency key of this answer (default: a new random one).
+        #[arg(long)]
+        response_id: Option<String>,
+        /// Seconds to wait for the broker's verdict (0 = do not wait).
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// Print the verdict as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: DeviceDir,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayCliError {
+    #[error(transparent)]
+    Config(#[from] config::RelayConfigError),
+    #[error(transparent)]
+    Paths(#[from] crate::paths::PathsError),
+    #[error(transparent)]
+    Server(#[from] server::RelayServerError),
+    #[error(transparent)]
+    Relay(#[from] super::client::RelayClientError),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+type Result<T> = std::result::Result<T, RelayCliError>;
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// Runs one `agentnotify relay …` command.
+pub async fn run(cmd: RelayCommand) -> Result<()> {
+    let paths = Paths::from_env()?;
+    let config_file = paths.config_file();
+    match cmd {
+        RelayCommand::Serve(a) => {
+            let data_dir = a.data.unwrap_or_else(|| paths.data_dir.join("relay"));
+            let opts = ServeOptions {
+                addr: SocketAddr::new(a.bind, a.port),
+                data_dir,
+            };
+            server::run(opts, |url| {
+                println!("agentnotify relay listening on {url}");
+            })
+            .await?;
+        }
+        RelayCommand::Add(a) => add(&paths, a).await?,
+        RelayCommand::List(a) => {
+            let cfg = RelayConfig::load(&config_file)?;
+            if a.json {
+                print_json(&serde_json::to_value(&cfg).expect("config serialises"));
+            } else {
+                print_config(&cfg);
+            }
+        }
+        RelayCommand::Pair(a) => {
+            let code = pairing_code(&paths, &a.id)?;
+            if a.json {
+                print_json(
+                    &json!({"provider": a.id, "code": code.encode(), "relay_url": code.relay_url, "installation_id": code.installation_id}),
+                );
+            } else {
+                println!("{}", code.encode());
+            }
+        }
+        RelayCommand::Enable(p) => set_provider_enabled(&config_file, &p.id, true)?,
+        RelayCommand::Disable(p) => set_provider_enabled(&config_file, &p.id, false)?,
+        RelayCommand::Remove(p) => {
+            let mut cfg = RelayConfig::load(&config_file)?;
+            if cfg.provider(&p.id).is_none() {
+                return Err(RelayCliError::Usage(format!(
+                    "no relay provider named {:?}",
+                    p.id
+                )));
+            }
+            cfg.providers.retain(|x| x.id != p.id);
+            cfg.routes.retain(|r| r.provider != p.id);
+            cfg.save(&config_file)?;
+            let mut secrets = config::load_secrets(&paths)?;
+            secrets.remove(&p.id);
+            config::save_secrets(&paths, &secrets)?;
+            let cursors_file = paths.relay_cursors_file();
+            if let Ok(bytes) = std::fs::read(&cursors_file) {
+                let mut cursors: super::poller::Cursors =
+                    serde_json::from_slice(&bytes).unwrap_or_default();
+                if cursors.remove(&p.id).is_some() {
+                    let bytes = serde_json::to_vec_pretty(&cursors).expect("strings serialise");
+                    crate::fsutil::write_atomic(&cursors_file, &bytes, 0o600).map_err(|e| {
+                        RelayCliError::Usage(format!(
+                            "cannot update {}: {e}",
+                            cursors_file.display()
+                        ))
+                    })?;
+                }
+            }
+            println!("removed relay provider {}", p.id);
+        }
+        RelayCommand::Route(r) => route(&config_file, r)?,
+        RelayCommand::Status(a) => {
+            let client = crate::client::attach_or_spawn(&paths).await?;
+            let (_, v) = client
+                .call(
+                    reqwest::Method::GET,
+                    "/v1/relay/status",
+                    None,
+                    Duration::from_secs(10),
+                )
+                .await?;
+            if a.json {
+                print_json(&v);
+            } else {
+                for p in v["providers"].as_array().into_iter().flatten() {
+                    println!(
+                        "{}  {}  {}",
+                        p["id"].as_str().unwrap_or("?"),
+                        if p["enabled"] == true {
+                            "enabled "
+                        } else {
+                            "disabled"
+                        },
+                        p["relay_url"].as_str().unwrap_or("?")
+                    );
+                }
+                let outbox = v["outbox"].as_array().cloned().unwrap_or_default();
+                println!("{} question(s) waiting for delivery", outbox.len());
+                for e in outbox {
+                    println!(
+                        "  {}  attempts {}  next {}  {}",
+                        e["id"].as_str().unwrap_or("?"),
+                        e["attempts"],
+                        e["next_attempt_at"].as_str().unwrap_or("?"),
+                        e["last_error"].as_str().unwrap_or("")
+                    );
+                }
+            }
+        }
+        RelayCommand::Device(d) => device(&paths, d).await?,
+    }
+    Ok(())
+}
+
+fn set_provider_enabled(config_file: &std::path::Path, id: &str, enabled: bool) -> Result<()> {
+    let mut cfg = RelayConfig::load(config_file)?;
+    let p = cfg
+        .providers
+        .iter_mut()
+        .find(|p| p.id == id)
+        .ok_or_else(|| RelayCliError::Usage(format!("no relay provider named {id:?}")))?;
+    p.enabled = enabled;
+    cfg.save(config_file)?;
+    println!(
+        "relay provider {id} {}",
+        if enabled { "enabled" } else { "disabled" }
+    );
+    Ok(())
+}
+
+/// Registers with the Relay, then records the provider, its secrets and a route.
+async fn add(paths: &Paths, a: AddArgs) -> Result<()> {
+    paths.ensure_dirs()?;
+    let config_file = paths.config_file();
+    let mut cfg = RelayConfig::load(&config_file)?;
+    if cfg.provider(&a.id).is_some() {
+        return Err(RelayCliError::Usage(format!(
+            "a relay provider named {:?} exists already; remove it first (agentnotify relay remove {})",
+            a.id, a.id
+        )));
+    }
+    let mut provider = Provider {
+        id: a.id.clone(),
+        kind: "relay".into(),
+        enabled: true,
+        relay_url: a.url.trim_end_matches('/').to_string(),
+        installation_id: "pending".into(),
+        accept_plain_answers: a.accept_plain_answers,
+    };
+    // Check ids, URL and filters before anything is registered anywhere.
+    let mut trial = cfg.clone();
+    trial.providers.push(provider.clone());
+    trial.routes.push(a.route.route(&a.id));
+    trial.validate()?;
+
+    let key = config::load_or_create_installation_key(paths)?;
+    let pairing_secret = pairing::new_secret();
+    let (installation_id, token) = RelayClient::new(&provider.relay_url, None)
+        .register_installation(&pairing::pairing_token(&pairing_secret))
+        .await?;
+    provider.installation_id = installation_id.clone();
+    let mut secrets = config::load_secrets(paths)?;
+    secrets.insert(
+        a.id.clone(),
+        config::ProviderSecrets {
+            installation_token: token.expose().to_string(),
+            pairing_secret,
+        },
+    );
+    config::save_secrets(paths, &secrets)?;
+    cfg.providers.push(provider);
+    cfg.routes.push(a.route.route(&a.id));
+    cfg.save(&config_file)?;
+    println!(
+        "relay provider {} added (installation {installation_id}, key {})",
+        a.id,
+        key.key_id()
+    );
+    if !a.route.include_message {
+        println!(
+            "note: the route was added without --include-message, so no question will be sent; \
+             add one with `agentnotify relay route add {} --include-message`",
+            a.id
+        );
+    }
+    println!("pair a phone with: agentnotify relay pair {}", a.id);
+    Ok(())
+}
+
+fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
+    let cfg = RelayConfig::load(&paths.config_file())?;
+    let provider = cfg
+        .provider(id)
+        .ok_or_else(|| RelayCliError::Usage(format!("no relay provider named {id:?}")))?;
+    let secrets = config::load_secrets(paths)?;
+    let s = secrets.get(id).ok_or_else(|| {
+        RelayCliError::Usage(format!(
+            "relay provider {id:?} has no stored credentials; remove and add it again"
+        ))
+    })?;
+    let key = config::load_installation_key(paths)?.ok_or_else(|| {
+        RelayCliError::Usage("no installation key yet; run `agentnotify relay add` first".into())
+    })?;
+    Ok(PairingCode {
+        relay_url: provider.relay_url.clone(),
+        installation_id: provider.installation_id.clone(),
+        installation_public_key: key.public_b64(),
+        pairing_secret: s.pairing_secret.clone(),
+    })
+}
+
+fn print_config(cfg: &RelayConfig) {
+    if cfg.providers.is_empty() {
+        println!("no relay providers (add one with `agentnotify relay add`)");
+        return;
+    }
+    println!("poll interval: {} s", cfg.poll_interval().as_secs());
+    println!("providers:");
+    for p in &cfg.providers {
+        println!(
+            "  {}  {}  {}  installation {}",
+            p.id,
+            if p.enabled { "enabled " } else { "disabled" },
+            p.relay_url,
+            p.installation_id
+        );
+    }
+    println!("routes:");
+    for (i, r) in cfg.routes.iter().enumerate() {
+        let mut filters = Vec::new();
+        if let Some(a) = &r.agent {
+            filters.push(format!("agent={a}"));
+        }
+        if let Some(p) = &r.project {
+            filters.push(format!("project={p}"));
+        }
+        if let Some(t) = &r.kind {
+            filters.push(format!("type={t}"));
+        }
+        if let Some(p) = &r.min_priority {
+            filters.push(format!("min_priority={p}"));
+        }
+        println!(
+            "  {}. {}  {}  {}  {}",
+            i + 1,
+            r.provider,
+            if r.enabled { "enabled " } else { "disabled" },
+            if r.include_message {
+                "include_message"
+            } else {
+                "no message (questions not sent)"
+            },
+            if filters.is_empty() {
+                "all questions".to_string()
+            } else {
+                filters.join(" ")
+            }
+        );
+    }
+}
+
+fn route(config_file: &std::path::Path, cmd: RouteCommand) -> Result<()> {
+    let mut cfg = RelayConfig::load(config_file)?;
+    let index = |n: usize, cfg: &RelayConfig| -> Result<usize> {
+        if n == 0 || n > cfg.routes.len() {
+            Err(RelayCliError::Usage(format!(
+                "no route {n}: `agentnotify relay list` numbers them 1 to {}",
+                cfg.routes.len()
+            )))
+        } else {
+            Ok(n - 1)
+        }
+    };
+    let message = match cmd {
+        RouteCommand::Add { provider, filters } => {
+            cfg.routes.push(filters.route(&provider));
+            format!("route {} added", cfg.routes.len())
+        }
+        RouteCommand::Enable { n } => {
+            let i = index(n, &cfg)?;
+            cfg.routes[i].enabled = true;
+            format!("route {n} enabled")
+        }
+        RouteCommand::Disable { n } => {
+            let i = index(n, &cfg)?;
+            cfg.routes[i].enabled = false;
+            format!("route {n} disabled")
+        }
+        RouteCommand::Remove { n } => {
+            let i = index(n, &cfg)?;
+            cfg.routes.remove(i);
+            format!("route {n} removed")
+        }
+    };
+    cfg.save(config_file)?;
+    println!("{message}");
+    Ok(())
+}
+
+async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
+    let dir_of = |d: DeviceDir| {
+        d.device_dir
+            .unwrap_or_else(|| paths.config_dir.join("device"))
+    };
+    match cmd {
+        DeviceCommand::Register { code, name, dir } => {
+            let dir = dir_of(dir);
+            let d = Device::register(&dir, &code, &name).await?;
+            println!(
+                "device {} registered with installation {} (keys and token in {})",
+                d.state.device_id,
+                d.state.installation_id,
+                dir.display()
+            );
+        }
+        DeviceCommand::Inbox { json, dir } => {
+            let d = Device::load(&dir_of(dir))?;
+            let (questions, unreadable) = d.inbox().await?;
+            if json {
+                // The nonce and digest stay on the device: `answer` reads them itself.
+                let shown: Vec<Value> = questions
+                    .iter()
+                    .map(|q| {
+                        let mut v = serde_json::to_value(q).expect("a question serialises");
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove("nonce");
+                            o.remove("request_digest");
+                        }
+                        v
+                    })
+                    .collect();
+                print_json(&json!({"questions": shown, "unreadable": unreadable}));
+            } else {
+                if questions.is_empty() {
+                    println!("no questions waiting");
+                }
+                for q in &questions {
+                    println!(
+                        "{}  {}  {}{}  (expires {})",
+                        q.id,
+                        q.kind.as_str(),
+                        q.agent,
+                        q.project
+                            .as_deref()
+                            .map(|p| format!("/{p}"))
+                            .unwrap_or_default(),
+                        q.expires_at
+                    );
+                    println!("    {}", q.prompt.replace('\n', "\n    "));
+                    for c in &q.choices {
+                        println!("    [{}] {}", c.id, c.label);
+                    }
+                    if let Some(n) = q.text_max_length {
+                        println!("    (text answer, up to {n} characters)");
+                    }
+                }
+                if unreadable > 0 {
+                    println!(
+                        "{unreadable} sealed question(s) could not be opened and were ignored"
+                    );
+                }
+            }
+        }
+        DeviceCommand::Answer {
+            id,
+            choice,
+            text,
+            response_id,
+            timeout,
+            json,
+            dir,
+        } => {
+            let d = Device::load(&dir_of(dir))?;
+            let answer = match (choice, text) {
+                (Some(c), None) => Answer::Choice(c),
+                (None, Some(t)) => Answer::Text(t),
+                _ => {
+                    return Err(RelayCliError::Usage(
+                        "give exactly one of --choice or --text".into(),
+                    ))
+                }
+            };
+            let response_id = d.answer(&id, &answer, response_id).await?;
+            let verdict = if timeout == 0 {
+                json!({"response_id": response_id, "status": "pending"})
+            } else {
+                let r = d
+                    .verdict(&response_id, Duration::from_secs(timeout))
+                    .await?;
+                serde_json::to_value(r).expect("a result serialises")
+            };
+            if json {
+                print_json(&verdict);
+            } else {
+                println!(
+                    "answer {response_id}: {}",
+                    verdict["status"].as_str().unwrap_or("?")
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! The phone path (SPEC §8): sealed questions out through a Relay, sealed answers back.
+//!
+//! Invariants:
+//! - A question leaves only over an enabled route with `include_message = true`.
+//! - Every answer from a Relay goes through [`Broker::respond`] with `source: relay`;
+//!   nothing here decides whether an answer is accepted.
+//! - Nothing here logs prompts, choices, answers, digests, nonces, tokens or keys.
+//!
+//! Files: `config` (providers, routes, secrets, installation key), `seal` (the box),
+//! `pairing` (device keys the Relay cannot forge), `wire` (JSON shapes), `client` (HTTP to a
+//! Relay), `outbox` (durable publishing with retries), `poller` (answers back, cursors),
+//! `server` (the reference Relay), `device` (the phone's side), `cli` (`agentnotify relay`).
+
+pub mod api;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod device;
+pub mod outbox;
+pub mod pairing;
+pub mod poller;
+pub mod seal;
+pub mod server;
+pub mod wire;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::broker::{Broker, BrokerError};
+use crate::model::Status;
+use crate::paths::Paths;
+use config::{ProviderSecrets, RelayConfig, RelayConfigError};
+use seal::KeyPair;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(transparent)]
+    Config(#[from] RelayConfigError),
+    #[error("relay publishing is not configured: add a relay and enable a route with include_message = true (agentnotify relay add)")]
+    Unavailable,
+    #[error("no enabled relay provider named {0:?}")]
+    UnknownProvider(String),
+    #[error(
+        "relay provider {0:?} has no stored credentials; add it again with `agentnotify relay add`"
+    )]
+    NoCredentials(String),
+    #[error("no installation key yet; run `agentnotify relay add` first")]
+    NoInstallationKey,
+    #[error("interaction is not pending (it is {}); only pending questions are published", .0.as_str())]
+    NotPending(Status),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    #[error(transparent)]
+    Client(#[from] client::RelayClientError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot seal for a device: {0}")]
+    Seal(#[from] seal::SealError),
+    #[error("cannot write {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What one provider needs to talk to its Relay: settings, secrets, the installation key.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub provider: config::Provider,
+    pub secrets: ProviderSecrets,
+    pub key: KeyPair,
+}
+
+impl Endpoint {
+    pub fn client(&self) -> client::RelayClient {
+        client::RelayClient::new(
+            &self.provider.relay_url,
+            Some(crate::secret::Secret::new(
+                self.secrets.installation_token.clone(),
+            )),
+        )
+    }
+}
+
+/// The broker's relay side: publishing and polling. Settings are re-read from disk on each
+/// use, so `agentnotify relay …` changes apply to a running broker without a restart.
+pub struct Relay {
+    paths: Paths,
+    broker: Arc<Broker>,
+    dispatch_wake: Notify,
+    /// One poll at a time, so a cursor is never read and written by two polls at once.
+    poll_lock: tokio::sync::Mutex<()>,
+}
+
+impl Relay {
+    pub fn new(paths: Paths, broker: Arc<Broker>) -> Arc<Relay> {
+        Arc::new(Relay {
+            paths,
+            broker,
+            dispatch_wake: Notify::new(),
+            poll_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn config(&self) -> Result<RelayConfig, RelayError> {
+        Ok(RelayConfig::load(&self.paths.config_file())?)
+    }
+
+    /// The endpoint of an enabled provider.
+    pub fn endpoint(&self, cfg: &RelayConfig, id: &str) -> Result<Endpoint, RelayError> {
+        let provider = cfg
+            .provider(id)
+            .filter(|p| p.enabled)
+            .ok_or_else(|| RelayError::UnknownProvider(id.to_string()))?;
+        let secrets = config::load_secrets(&self.paths)?
+            .remove(id)
+            .ok_or_else(|| RelayError::NoCredentials(id.to_string()))?;
+        let key =
+            config::load_installation_key(&self.paths)?.ok_or(RelayError::NoInstallationKey)?;
+        Ok(Endpoint {
+            provider: provider.clone(),
+            secrets,
+            key,
+        })
+    }
+
+    /// Starts the background publisher, dispatcher and poller.
+    pub fn spawn_background(self: &Arc<Self>) {
+        tokio::spawn(outbox::run_publisher(Arc::clone(self)));
+        tokio::spawn(outbox::run_dispatcher(Arc::clone(self)));
+        tokio::spawn(poller::run_poller(Arc::clone(self)));
+    }
+}
+
+/// `POST /v1/interactions/{id}/publish`: (re-)sends a question to every matching route.
+/// Returns how many providers it was queued for.
+pub async fn publish(relay: &Relay, id: &str) -> Result<usize, RelayError> {
+    outbox::enqueue(relay, id, true).await
+}

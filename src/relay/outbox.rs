@@ -1,0 +1,288 @@
+//! Publishing questions: a durable outbox with deterministic ids and a dispatcher that
+//! retries with backoff.
+//!
+//! An entry `interaction:{id}:{provider}` says "this question still has to reach this
+//! provider". Sealing happens at delivery time, per device the provider lists and the
+//! pairing secret vouches for; the Relay stores one envelope per device and event id, so a
+//! delivery repeated after a crash or a manual re-publish replaces rather than duplicates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::wire::{question_event_id, Envelope, QuestionPayload};
+use super::{pairing, seal, Relay, RelayError};
+use crate::broker::{BrokerError, InteractionFilter};
+use crate::model::{Interaction, Status, Timestamp};
+
+/// Longest wait between two delivery attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
+
+/// One question still to be delivered to one provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    pub id: String,
+    pub interaction_id: String,
+    pub provider: String,
+    pub attempts: u32,
+    pub next_attempt_at: Timestamp,
+    pub created_at: Timestamp,
+    /// Why the last attempt failed (no secrets, no content).
+    pub last_error: Option<String>,
+}
+
+/// The outbox id: deterministic, so enqueuing twice is a no-op.
+pub fn outbox_id(interaction_id: &str, provider: &str) -> String {
+    format!("interaction:{interaction_id}:{provider}")
+}
+
+/// Queues `id` for every provider whose routes carry it. `force` (manual publish) also
+/// re-sends to providers it was already delivered to and makes waiting entries due now.
+pub async fn enqueue(relay: &Relay, id: &str, force: bool) -> Result<usize, RelayError> {
+    let record = relay.broker.get(id).await?;
+    let cfg = relay.config()?;
+    if cfg.publishing_providers().is_empty() {
+        return Err(RelayError::Unavailable);
+    }
+    if record.status != Status::Pending {
+        return Err(RelayError::NotPending(record.status));
+    }
+    let store = relay.broker.store();
+    let now = Timestamp::now();
+    let providers = cfg.providers_for(&record);
+    for p in &providers {
+        let oid = outbox_id(&record.id, &p.id);
+        let entry = match store.get_outbox::<OutboxEntry>(&oid)? {
+            Some(_) if !force => continue,
+            Some(mut e) => {
+                e.next_attempt_at = now;
+                e
+            }
+            None => OutboxEntry {
+                id: oid,
+                interaction_id: record.id.clone(),
+                provider: p.id.clone(),
+                attempts: 0,
+                next_attempt_at: now,
+                created_at: now,
+                last_error: None,
+            },
+        };
+        store.put_outbox(&entry.id, &entry)?;
+    }
+    store.barrier().await?;
+    relay.dispatch_wake.notify_one();
+    tracing::info!(
+        id,
+        providers = providers.len(),
+        manual = force,
+        "question queued for relay"
+    );
+    Ok(providers.len())
+}
+
+/// Background task: queues every new question (the broker's "pending" event).
+pub async fn run_publisher(relay: Arc<Relay>) {
+    let mut events = relay.broker.subscribe();
+    loop {
+        match events.recv().await {
+            Ok(e) if e.topic == "interaction" && e.status == "pending" => {
+                auto_enqueue(&relay, &e.id).await;
+            }
+            Ok(_) => {}
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "relay publisher fell behind; rechecking pending questions"
+                );
+                let filter = InteractionFilter {
+                    status: Some(Status::Pending),
+                    limit: 500,
+                    ..Default::default()
+                };
+                if let Ok(pending) = relay.broker.list(&filter).await {
+                    for i in pending {
+                        auto_enqueue(&relay, &i.id).await;
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn auto_enqueue(relay: &Relay, id: &str) {
+    match enqueue(relay, id, false).await {
+        Ok(_) | Err(RelayError::Unavailable) | Err(RelayError::NotPending(_)) => {}
+        Err(RelayError::Broker(BrokerError::NotFound(_))) => {}
+        Err(e) => tracing::error!(id, error = %e, "could not queue question for relay"),
+    }
+}
+
+/// Background task: delivers due outbox entries; failures back off exponentially.
+pub async fn run_dispatcher(relay: Arc<Relay>) {
+    loop {
+        let next = match dispatch_due(&relay).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!(error = %e, "relay outbox unreadable");
+                Some(Timestamp::now() + Duration::from_secs(5))
+            }
+        };
+        let sleep = next
+            .map(|t| Timestamp::now().until(t))
+            .unwrap_or(Duration::from_secs(3600));
+        tokio::select! {
+            _ = tokio::time::sleep(sleep) => {}
+            _ = relay.dispatch_wake.notified() => {}
+        }
+    }
+}
+
+/// Tries every due entry once; returns when the next one falls due.
+async fn dispatch_due(relay: &Relay) -> Result<Option<Timestamp>, RelayError> {
+    let store = relay.broker.store();
+    let mut next: Option<Timestamp> = None;
+    for mut entry in store.outbox_entries::<OutboxEntry>()? {
+        if entry.next_attempt_at > Timestamp::now() {
+            next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
+            continue;
+        }
+        match deliver(relay, &entry).await {
+            Ok(devices) => {
+                store.remove_outbox(&entry.id)?;
+                tracing::info!(
+                    id = %entry.interaction_id,
+                    provider = %entry.provider,
+                    devices,
+                    attempts = entry.attempts + 1,
+                    "question delivered to relay"
+                );
+            }
+            Err(e) => {
+                entry.attempts += 1;
+                let wait = backoff(entry.attempts, Duration::from_secs(1));
+                entry.next_attempt_at = Timestamp::now() + wait;
+                entry.last_error = Some(e.to_string());
+                store.put_outbox(&entry.id, &entry)?;
+                next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
+                tracing::warn!(
+                    id = %entry.interaction_id,
+                    provider = %entry.provider,
+                    attempts = entry.attempts,
+                    retry_in_ms = wait.as_millis() as u64,
+                    error = %e,
+                    "relay delivery failed; will retry"
+                );
+            }
+        }
+        store.barrier().await?;
+    }
+    Ok(next)
+}
+
+/// Exponential backoff with jitter: `base · 2^(n-1)`, capped at [`MAX_BACKOFF`], then a
+/// random 50–100 % of that, so many brokers do not retry in step.
+pub fn backoff(failures: u32, base: Duration) -> Duration {
+    let exp = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    let capped = exp.min(MAX_BACKOFF);
+    let jitter = 0.5 + rand::random::<f64>() * 0.5;
+    capped.mul_f64(jitter).max(Duration::from_millis(100))
+}
+
+/// Seals the question for each vouched-for device of the provider and stores it there.
+/// Returns how many devices got it. A question no longer pending or no longer covered by
+/// a route is dropped (Ok) rather than sent.
+async fn deliver(relay: &Relay, entry: &OutboxEntry) -> Result<usize, RelayError> {
+    let record = match relay.broker.get(&entry.interaction_id).await {
+        Ok(r) if r.status == Status::Pending => r,
+        Ok(_) | Err(BrokerError::NotFound(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let cfg = relay.config()?;
+    if !cfg
+        .providers_for(&record)
+        .iter()
+        .any(|p| p.id == entry.provider)
+    {
+        return Ok(0);
+    }
+    let endpoint = match relay.endpoint(&cfg, &entry.provider) {
+        Ok(e) => e,
+        Err(RelayError::UnknownProvider(_)) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let client = endpoint.client();
+    let installation_id = &endpoint.provider.installation_id;
+    let devices = client.devices().await?;
+    let mut sent = 0;
+    for d in devices {
+        let vouched = d.installation_id == *installation_id
+            && pairing::verify_device_proof(
+                &endpoint.secrets.pairing_secret,
+                installation_id,
+                &d.public_key,
+                &d.proof,
+            );
+        let Ok(public) = seal::decode_key(&d.public_key) else {
+            continue;
+        };
+        if !vouched {
+            tracing::warn!(device = %d.device_id, provider = %entry.provider, "skipping a device whose pairing proof does not verify");
+            continue;
+        }
+        client
+            .put_envelope(&seal_for(&record, installation_id, &d.device_id, &public)?)
+            .await?;
+        sent += 1;
+    }
+    Ok(sent)
+}
+
+/// The sealed envelope of `record` for one device.
+pub fn seal_for(
+    record: &Interaction,
+    installation_id: &str,
+    device_id: &str,
+    device_public: &[u8; 32],
+) -> Result<Envelope, RelayError> {
+    let event_id = question_event_id(&record.id);
+    let key_id = seal::key_id(device_public);
+    let expires_at = record.expires_at.to_rfc3339();
+    let binding = seal::Binding {
+        installation_id,
+        device_id,
+        key_id: &key_id,
+        event_id: &event_id,
+        expires_at: &expires_at,
+    };
+    let payload = serde_json::to_vec(&QuestionPayload::of(record)).expect("a payload serialises");
+    let sealed = seal::seal(device_public, &binding, &payload)?;
+    Ok(Envelope {
+        installation_id: installation_id.to_string(),
+        device_id: device_id.to_string(),
+        event_id,
+        key_id,
+        expires_at,
+        sealed,
+        stored_at: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let b = Duration::from_secs(1);
+        assert!(backoff(1, b) <= Duration::from_secs(1));
+        assert!(backoff(3, b) >= Duration::from_secs(2) && backoff(3, b) <= Duration::from_secs(4));
+        for n in [8, 20, 1000] {
+            let d = backoff(n, b);
+            assert!(d >= MAX_BACKOFF / 2 && d <= MAX_BACKOFF, "{d:?}");
+        }
+    }
+}
