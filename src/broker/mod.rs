@@ -256,6 +256,8 @@ impl Broker {
         let mut in_flight: Option<WaitGuard> = None;
         let grace = self.config.lease_grace;
         loop {
+            // Parked waits hold no copy of the record: thousands of them may be open.
+            let timed_out = tokio::time::Instant::now() >= deadline;
             let seen = self
                 .transact(|state, store, now, _| {
                     Ok(match state.pending.get_mut(id) {
@@ -269,23 +271,20 @@ impl Broker {
                                 });
                             }
                             let p = &state.pending[id];
-                            Seen::Pending(
-                                p.interaction.clone(),
-                                p.changed.subscribe(),
-                                p.interaction.expires_at,
-                            )
+                            if timed_out {
+                                Seen::Done(Box::new(p.interaction.clone()))
+                            } else {
+                                Seen::Pending(p.changed.subscribe(), p.interaction.expires_at)
+                            }
                         }
-                        None => Seen::Done(state.read(store, id)?),
+                        None => Seen::Done(Box::new(state.read(store, id)?)),
                     })
                 })
                 .await?;
             match seen {
-                Seen::Done(record) => return Ok(record),
-                Seen::Pending(record, mut changed, expires_at) => {
+                Seen::Done(record) => return Ok(*record),
+                Seen::Pending(mut changed, expires_at) => {
                     let now = tokio::time::Instant::now();
-                    if now >= deadline {
-                        return Ok(record);
-                    }
                     let until_expiry = Timestamp::now().until(expires_at);
                     let wake_at = deadline.min(now + until_expiry);
                     tokio::select! {
@@ -439,8 +438,10 @@ impl Broker {
 }
 
 enum Seen {
-    Pending(Interaction, watch::Receiver<()>, Timestamp),
-    Done(Interaction),
+    /// Still pending: wake on a change or at the expiry.
+    Pending(watch::Receiver<()>, Timestamp),
+    /// Ended, or the wait's own time is up: reply with this.
+    Done(Box<Interaction>),
 }
 
 /// Marks one wait as in flight; dropping it (however the wait ends) starts the lease clock.

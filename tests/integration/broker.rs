@@ -66,8 +66,20 @@ async fn expiry_is_swept_on_reads_and_the_reaper_persists_it() {
     reaper.abort();
     let _ = reaper.await;
     drop(b);
-    // Durable: a new broker over the same store sees it expired.
-    let b = broker(dir.path(), Duration::from_secs(15));
+    // Durable: a new broker over the same store sees it expired. (A settle task of the
+    // aborted reaper may hold the store for a moment; sled's file lock says when it is free.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let store = loop {
+        match Store::open(&dir.path().join("broker.sled")) {
+            Ok(store) => break store,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::task::yield_now().await;
+            }
+            Err(e) => panic!("the store never reopened: {e}"),
+        }
+    };
+    let b = Broker::open(store, BrokerConfig::default()).unwrap();
     assert_eq!(b.get(&q.id).await.unwrap().status, Status::Expired);
 }
 
