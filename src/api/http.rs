@@ -160,14 +160,15 @@ pub fn query(req: &Request<Incoming>) -> Result<HashMap<String, String>, ApiErro
     Ok(out)
 }
 
-/// An optional whole-number query parameter within `min..=max`.
+/// An optional whole-number query parameter within `min..=max`; present but empty is an
+/// error, not "absent".
 pub fn query_int(
     q: &HashMap<String, String>,
     name: &str,
     min: u64,
     max: u64,
 ) -> Result<Option<u64>, ApiError> {
-    match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+    match q.get(name).map(|s| s.trim()) {
         None => Ok(None),
         Some(s) => match s.parse::<u64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
@@ -178,12 +179,12 @@ pub fn query_int(
     }
 }
 
-/// An optional boolean query parameter (`true`/`false`/`1`/`0`).
+/// An optional boolean query parameter: `true` or `false`.
 pub fn query_bool(q: &HashMap<String, String>, name: &str) -> Result<Option<bool>, ApiError> {
     match q.get(name).map(|s| s.trim()) {
-        None | Some("") => Ok(None),
-        Some("true" | "1" | "yes") => Ok(Some(true)),
-        Some("false" | "0" | "no") => Ok(Some(false)),
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
         Some(_) => Err(ApiError::bad_request(format!(
             "{name} must be true or false"
         ))),
