@@ -193,12 +193,28 @@ async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value,
         }
         // Rounded up: the budget already ends well before the host's own timeout.
         let slice = (left.as_secs_f64().ceil() as u64).min(WAIT_SLICE_SECS);
-        let record = client.wait(id, slice, true).await?;
+        let record = wait_once(client, id, slice).await?;
         match record["status"].as_str() {
             Some("answered") => return Ok(record),
             Some("pending") => continue,
             Some(other) => return Err(Fallback::Ended(other.to_string())),
             None => return Err(Fallback::BadRecord),
+        }
+    }
+}
+
+/// One long-poll. A dropped connection is retried at once, up to twice: an answer that
+/// landed while the reply was lost must still reach the host. A broker that is really
+/// gone refuses the retry at once, and the hook falls back.
+async fn wait_once(client: &Client, id: &str, secs: u64) -> Result<Value, ClientError> {
+    let mut attempts = 0;
+    loop {
+        match client.wait(id, secs, true).await {
+            Err(ClientError::Unreachable(why)) if attempts < 2 => {
+                attempts += 1;
+                tracing::warn!(attempt = attempts, error = %why, "wait interrupted; retrying");
+            }
+            other => return other,
         }
     }
 }

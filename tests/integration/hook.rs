@@ -445,10 +445,23 @@ async fn host_signals_withdraw_the_question_and_exit_0_quickly() {
             took < Duration::from_secs(2),
             "signal {signal}: exit took {took:?}"
         );
+        // The hook withdrew it itself (not the owner lease 15 s later). On a busy disk the
+        // broker's flush may finish after the hook is gone; the cancel still lands.
+        let id = q["id"].as_str().unwrap();
         let (_, after) = api
-            .get(&format!("/v1/interactions/{}", q["id"].as_str().unwrap()))
+            .get(&format!("/v1/interactions/{id}/wait?timeout=60"))
             .await;
         assert_eq!(after["status"], "cancelled", "signal {signal}");
+        let explicit = format!("agentnotify::broker: interaction cancelled id=\"{id}\"");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !home.logs().contains(&explicit) {
+            assert!(
+                Instant::now() < deadline,
+                "signal {signal}: the hook did not withdraw its question:\n{}",
+                home.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

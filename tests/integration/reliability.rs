@@ -406,6 +406,16 @@ async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
     }
     for (i, h) in hooks.into_iter().enumerate() {
         let want = if i.is_multiple_of(2) { ALLOW } else { DENY };
-        assert_eq!(h.finish(), (0, format!("{want}\n")), "hook {i}");
+        let got = h.finish();
+        if got != (0, format!("{want}\n")) {
+            let logs = home.logs();
+            let why: Vec<&str> = logs
+                .lines()
+                .filter(|l| {
+                    l.contains("no decision") || l.contains("retrying") || l.contains("lapsed")
+                })
+                .collect();
+            panic!("hook {i}: got {got:?}\n{}", why.join("\n"));
+        }
     }
 }
