@@ -200,16 +200,22 @@ fn resolve_port(opts: &DaemonOptions, config: &Config) -> (u16, bool) {
 
 /// Binds 127.0.0.1; the default port falls back to an ephemeral one when taken.
 async fn bind((port, fallback): (u16, bool)) -> Result<TcpListener, DaemonError> {
-    match TcpListener::bind(("127.0.0.1", port)).await {
+    match listen(port) {
         Ok(l) => Ok(l),
         Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
             tracing::info!(port, "default port taken; using an ephemeral port");
-            TcpListener::bind(("127.0.0.1", 0))
-                .await
-                .map_err(io("an ephemeral port on 127.0.0.1"))
+            listen(0).map_err(io("an ephemeral port on 127.0.0.1"))
         }
         Err(e) => Err(io(format!("127.0.0.1:{port}"))(e)),
     }
+}
+
+/// A listening socket with a deep accept queue: a burst of hooks starting at once must
+/// queue, not have their connections dropped while the broker is busy.
+fn listen(port: u16) -> std::io::Result<TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+    socket.listen(4096)
 }
 
 async fn signals() -> &'static str {

@@ -162,8 +162,13 @@ async fn open(
     deadline: Instant,
     shared: &Shared,
 ) -> Result<String, Fallback> {
-    let (record, _created) =
-        retry_rate_limited(deadline, || client.request_interaction(&q.request)).await?;
+    // While the request is in flight its id is unknown: a signal then gives it a moment.
+    shared.lock().expect("not poisoned").opening = true;
+    // Retried on a dropped connection too: the request is keyed, so a repeat that reaches
+    // the broker twice reuses the same question.
+    let opened = retry_transient(deadline, || client.request_interaction(&q.request)).await;
+    shared.lock().expect("not poisoned").opening = false;
+    let (record, _created) = opened?;
     let id = record["id"]
         .as_str()
         .ok_or(Fallback::BadRecord)?
@@ -239,6 +244,28 @@ where
                 ..
             }) if Instant::now() + Duration::from_secs(retry_after.unwrap_or(1)) < deadline => {
                 tokio::time::sleep(Duration::from_secs(retry_after.unwrap_or(1))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Like [`retry_rate_limited`], and also retries (twice, after a short pause) a call whose
+/// connection failed: a burst of hooks can briefly overrun a busy broker.
+async fn retry_transient<T, F, Fut>(deadline: Instant, mut call: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut attempts = 0u64;
+    loop {
+        match retry_rate_limited(deadline, &mut call).await {
+            Err(ClientError::Unreachable(why))
+                if attempts < 2 && Instant::now() + Duration::from_millis(100) < deadline =>
+            {
+                attempts += 1;
+                tracing::warn!(attempt = attempts, error = %why, "request interrupted; retrying");
+                tokio::time::sleep(Duration::from_millis(50 * attempts)).await;
             }
             other => return other,
         }
