@@ -21,6 +21,9 @@ pub enum ClientError {
     NoBroker(String),
     #[error("the broker did not answer: {0}")]
     Unreachable(String),
+    /// A connection was made but broke before the reply: worth one more try.
+    #[error("the connection to the broker broke: {0}")]
+    Interrupted(String),
     /// The broker answered with an error body.
     #[error("{message} ({code})")]
     Api {
@@ -113,10 +116,7 @@ impl Client {
         if let Some(body) = body {
             req = req.json(body);
         }
-        let res = req
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+        let res = req.send().await.map_err(transport_error)?;
         let status = res.status().as_u16();
         Ok((status, read_reply(res).await?))
     }
@@ -235,7 +235,7 @@ async fn read_reply(res: reqwest::Response) -> Result<Value> {
     let bytes = res
         .bytes()
         .await
-        .map_err(|e| ClientError::Unreachable(e.to_string()))?;
+        .map_err(|e| ClientError::Interrupted(e.to_string()))?;
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ClientError::BadReply(format!("HTTP {status}: {e}")))?;
     if status.is_success() {
@@ -250,6 +250,15 @@ async fn read_reply(res: reqwest::Response) -> Result<Value> {
             .to_string(),
         retry_after,
     })
+}
+
+/// A refused or timed-out connect means no broker; anything later broke a live connection.
+fn transport_error(e: reqwest::Error) -> ClientError {
+    if e.is_connect() {
+        ClientError::Unreachable(e.to_string())
+    } else {
+        ClientError::Interrupted(e.to_string())
+    }
 }
 
 fn enc(segment: &str) -> String {

@@ -208,14 +208,14 @@ async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value,
     }
 }
 
-/// One long-poll. A dropped connection is retried at once, up to twice: an answer that
-/// landed while the reply was lost must still reach the host. A broker that is really
-/// gone refuses the retry at once, and the hook falls back.
+/// One long-poll. A connection that broke mid-reply is retried at once, up to twice: an
+/// answer that landed while the reply was lost must still reach the host. A broker that is
+/// gone refuses the connect, which is not retried: the hook falls back at once.
 async fn wait_once(client: &Client, id: &str, secs: u64) -> Result<Value, ClientError> {
     let mut attempts = 0;
     loop {
         match client.wait(id, secs, true).await {
-            Err(ClientError::Unreachable(why)) if attempts < 2 => {
+            Err(ClientError::Interrupted(why)) if attempts < 2 => {
                 attempts += 1;
                 tracing::warn!(attempt = attempts, error = %why, "wait interrupted; retrying");
             }
@@ -251,7 +251,7 @@ where
 }
 
 /// Like [`retry_rate_limited`], and also retries (twice, after a short pause) a call whose
-/// connection failed: a burst of hooks can briefly overrun a busy broker.
+/// connection broke after it was made; a refused connect (no broker) is final.
 async fn retry_transient<T, F, Fut>(deadline: Instant, mut call: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
@@ -260,7 +260,7 @@ where
     let mut attempts = 0u64;
     loop {
         match retry_rate_limited(deadline, &mut call).await {
-            Err(ClientError::Unreachable(why))
+            Err(ClientError::Interrupted(why))
                 if attempts < 2 && Instant::now() + Duration::from_millis(100) < deadline =>
             {
                 attempts += 1;

@@ -567,8 +567,11 @@ async fn a_cold_start_spawns_one_detached_broker_and_the_allow_is_honoured() {
     assert_eq!(unsafe { libc::getsid(broker_pid) }, broker_pid);
 }
 
+// Holds the heavy-test turn for its whole run (see support::heavy).
+#[allow(clippy::await_holding_lock)]
 #[tokio::test]
 async fn twenty_hooks_at_once_start_exactly_one_broker() {
+    let _heavy = crate::support::heavy();
     let home = Home::new();
     let base = fixture("codex-bash.json");
     let hooks: Vec<RunningHook> = (0..20)

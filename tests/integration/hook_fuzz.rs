@@ -173,6 +173,7 @@ fn check_output(stdout: &[u8]) -> Result<(), String> {
 
 #[test]
 fn ten_thousand_hostile_payloads_never_break_the_hook() {
+    let _heavy = crate::support::heavy();
     let cases: usize = std::env::var("AGENTNOTIFY_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -17,8 +17,11 @@ fn crash_cycles() -> usize {
         .unwrap_or(50)
 }
 
+// Holds the heavy-test turn for its whole run (see support::heavy).
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_loop_never_loses_or_doubles_an_acknowledged_answer() {
+    let _heavy = crate::support::heavy();
     let home = Home::new();
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -330,8 +333,11 @@ async fn random_bodies_never_get_a_500() {
 
 /// Load: 200 hooks wait at once while 1,000 other requests flow; each hook gets exactly
 /// the decision given to its own question.
+// Holds the heavy-test turn for its whole run (see support::heavy).
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
+    let _heavy = crate::support::heavy();
     use crate::hook::{pending_for, RunningHook, ALLOW, DENY};
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);

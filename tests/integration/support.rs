@@ -273,3 +273,11 @@ pub fn fixture(name: &str) -> String {
         .join(name);
     std::fs::read_to_string(path).expect("fixture")
 }
+
+/// Tests that load the whole machine (thousands of processes, hundreds of waiting hooks,
+/// crash loops) take turns: on two cores, two of them at once starve each other's hooks
+/// past the 15 s owner lease, which proves nothing about the code.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
