@@ -267,6 +267,13 @@ async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watc
                 .unwrap_or(Duration::from_secs(3600))
                 .max(Duration::from_secs(1)),
         };
+        // Asked to stop but a request is still in flight (often the very request that asked):
+        // requests end without an event, so look again shortly.
+        let wake_in = if *shutdown.borrow() {
+            wake_in.min(Duration::from_millis(100))
+        } else {
+            wake_in
+        };
         tokio::select! {
             _ = tokio::time::sleep(wake_in) => {}
             _ = shutdown.changed() => {}
