@@ -120,6 +120,7 @@ fn a_foreground_daemon_never_idles_out() {
     let home = Home::new();
     home.write_config("idle_exit_seconds = 1\n");
     let d = crate::support::Daemon::start(&home, &[]);
+    // Proving that something does not happen takes a window: three idle periods.
     std::thread::sleep(Duration::from_secs(3));
     assert!(alive(d.pid as i64), "the foreground daemon idled out");
 }
