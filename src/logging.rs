@@ -8,10 +8,20 @@ use tracing_subscriber::EnvFilter;
 
 use crate::paths::Paths;
 
+/// Log lines the background writer may have queued before new ones are dropped.
+const QUEUED_LINES: usize = 4096;
+
 /// Starts logging to `logs/<name>.YYYY-MM-DD.log` through a background writer; keep the
 /// guard alive until exit. `None` (and no logging) if the log folder cannot be used.
+///
+/// The queue holds [`QUEUED_LINES`] lines rather than tracing-appender's 128,000: its
+/// slots are written up front, so the default alone would keep 4 MiB resident in an idle
+/// broker. A burst beyond the queue drops lines instead of blocking the broker.
 pub fn init(paths: &Paths, name: &str, default_level: &str) -> Option<WorkerGuard> {
-    let (writer, guard) = tracing_appender::non_blocking(appender(paths, name)?);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(QUEUED_LINES)
+        .lossy(true)
+        .finish(appender(paths, name)?);
     install(writer, default_level)?;
     Some(guard)
 }

@@ -1,10 +1,9 @@
 //! `agentnotify`: the broker daemon and the command line for people and scripts.
 
-/// jemalloc keeps thousands of parked connections cheap (see Cargo.toml); the hook binary
-/// keeps the system allocator.
+/// Links jemalloc in as this process's `malloc`: it keeps thousands of parked connections
+/// cheap (see Cargo.toml). The hook binary keeps the system allocator.
 #[cfg(all(unix, not(target_env = "musl")))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+use tikv_jemalloc_sys as _;
 
 fn main() {
     std::process::exit(agentnotify::cli::main(std::env::args_os().collect()));
