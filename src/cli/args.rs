@@ -150,10 +150,13 @@ pub struct RequestArgs {
     /// Logical identity: the same key and content reuses the pending question.
     #[arg(long)]
     pub key: Option<String>,
+    /// The agent asking, shown with the question (e.g. claude, codex).
     #[arg(long)]
     pub agent: Option<String>,
+    /// The project the question is about, shown with it.
     #[arg(long)]
     pub project: Option<String>,
+    /// The agent's session id; keeps questions of parallel sessions apart.
     #[arg(long)]
     pub session: Option<String>,
 }
@@ -166,10 +169,13 @@ pub struct ListArgs {
     /// Only this status: pending, answered, expired, cancelled or superseded.
     #[arg(long)]
     pub status: Option<String>,
+    /// Only questions from this agent.
     #[arg(long)]
     pub agent: Option<String>,
+    /// Only questions about this project.
     #[arg(long)]
     pub project: Option<String>,
+    /// Only questions from this session.
     #[arg(long)]
     pub session: Option<String>,
     /// At most this many (1-500, default 100).
@@ -182,6 +188,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
+    /// The interaction id (32 hex characters).
     pub id: String,
     /// Seconds to wait (1-300).
     #[arg(long, default_value_t = 120)]
@@ -190,6 +197,7 @@ pub struct WaitArgs {
 
 #[derive(Debug, Args)]
 pub struct RespondArgs {
+    /// The interaction id (32 hex characters).
     pub id: String,
     /// Idempotency key: repeating an accepted answer with it replays the result.
     /// Default: a new random one.
@@ -241,8 +249,10 @@ pub enum NotifyCommand {
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
+    /// A short headline (1-200 characters).
     #[arg(long)]
     pub title: String,
+    /// The body (1-4000 characters).
     #[arg(long)]
     pub message: String,
     /// permission_required, input_required, completed, error, info…
@@ -251,10 +261,13 @@ pub struct SendArgs {
     /// low, normal, high or critical.
     #[arg(long)]
     pub priority: Option<String>,
+    /// The agent this is about.
     #[arg(long)]
     pub agent: Option<String>,
+    /// The project this is about.
     #[arg(long)]
     pub project: Option<String>,
+    /// De-duplication key: a new notification with the key of an active one updates it.
     #[arg(long)]
     pub key: Option<String>,
 }
@@ -264,12 +277,16 @@ pub struct NotifyListArgs {
     /// active, resolved or dismissed.
     #[arg(long)]
     pub status: Option<String>,
+    /// Only notifications about this agent.
     #[arg(long)]
     pub agent: Option<String>,
+    /// Only notifications about this project.
     #[arg(long)]
     pub project: Option<String>,
+    /// At most this many (1-500, default 100).
     #[arg(long)]
     pub limit: Option<u32>,
+    /// Print JSON instead of aligned lines.
     #[arg(long)]
     pub json: bool,
 }
