@@ -17,6 +17,7 @@ pub mod paths;
 pub mod relay;
 pub mod secret;
 pub mod store;
+pub mod tls;
 pub mod ui;
 
 /// This build's version, reported by `/health` and `broker.json`.

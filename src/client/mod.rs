@@ -58,14 +58,13 @@ pub struct Client {
 
 impl Client {
     pub fn new(base: impl Into<String>, token: Secret) -> Client {
-        let http = reqwest::Client::builder()
-            .no_proxy()
+        let http = crate::tls::loopback_client()
             .connect_timeout(Duration::from_secs(2))
             // Below the server's 10 s keep-alive header timeout, so a pooled connection is
             // never reused just as the server closes it.
             .pool_idle_timeout(Duration::from_secs(5))
             .build()
-            .expect("an HTTP client without TLS always builds");
+            .expect("a loopback HTTP client always builds");
         Client {
             base: base.into().trim_end_matches('/').to_string(),
             token,

@@ -75,6 +75,12 @@ pub struct ServeArgs {
     /// Folder for the Relay's own database (default: `relay/` in the data dir).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first). Needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key for --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -212,6 +218,8 @@ pub enum RelayCliError {
     #[error(transparent)]
     Server(#[from] server::RelayServerError),
     #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
     Relay(#[from] super::client::RelayClientError),
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -234,9 +242,14 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
     match cmd {
         RelayCommand::Serve(a) => {
             let data_dir = a.data.unwrap_or_else(|| paths.data_dir.join("relay"));
+            let tls = match (&a.tls_cert, &a.tls_key) {
+                (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+                _ => None,
+            };
             let opts = ServeOptions {
                 addr: SocketAddr::new(a.bind, a.port),
                 data_dir,
+                tls,
             };
             server::run(opts, |url| {
                 println!("agentnotify relay listening on {url}");

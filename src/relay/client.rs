@@ -48,8 +48,7 @@ pub struct RelayClient {
 
 impl RelayClient {
     pub fn new(base: &str, token: Option<Secret>) -> RelayClient {
-        let http = reqwest::Client::builder()
-            .no_proxy()
+        let http = crate::tls::relay_client(base)
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(15))
             .build()
@@ -212,6 +211,11 @@ impl RelayClient {
 
 /// reqwest errors name the URL, which may carry query parameters; keep just the reason.
 fn without_url(e: &reqwest::Error) -> String {
+    if let Some(tls) = tls_failure(e) {
+        return format!(
+            "TLS failed: {tls} (a Relay with a private CA needs SSL_CERT_FILE pointing at it)"
+        );
+    }
     let mut reason = if e.is_timeout() {
         "timed out".to_string()
     } else if e.is_connect() {
@@ -223,4 +227,31 @@ fn without_url(e: &reqwest::Error) -> String {
         reason.push_str(&format!(": {src}"));
     }
     reason
+}
+
+/// The rustls error behind a failed request, if TLS is what failed.
+fn tls_failure(e: &reqwest::Error) -> Option<String> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(found) = tls_failure_in(s) {
+            return Some(found);
+        }
+        source = s.source();
+    }
+    None
+}
+
+fn tls_failure_in(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls.to_string());
+    }
+    // hyper-rustls nests the rustls error in io::Errors, whose `source` skips it.
+    let mut io = e.downcast_ref::<std::io::Error>();
+    while let Some(inner) = io.and_then(|io| io.get_ref()) {
+        if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        io = inner.downcast_ref::<std::io::Error>();
+    }
+    None
 }

@@ -291,6 +291,8 @@ impl RelayServer {
 pub struct ServeOptions {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
+    /// Serve HTTPS with this configuration (`--tls-cert`/`--tls-key`); plain HTTP if absent.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Runs the Relay until SIGINT/SIGTERM. `on_ready` gets the URL once it listens.
@@ -308,8 +310,9 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
             addr: opts.addr.to_string(),
             source,
         })?;
-    let url = format!("http://{addr}");
-    tracing::info!(%addr, "relay listening");
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}");
+    tracing::info!(%addr, scheme, "relay listening");
     on_ready(&url);
     let (stop_tx, stop_rx) = watch::channel(false);
     let pruner = {
@@ -323,7 +326,8 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
             }
         })
     };
-    let serving = tokio::spawn(serve(listener, Arc::clone(&server), stop_rx));
+    let tls = opts.tls.map(tokio_rustls::TlsAcceptor::from);
+    let serving = tokio::spawn(serve(listener, Arc::clone(&server), tls, stop_rx));
     wait_for_signal().await;
     let _ = stop_tx.send(true);
     let _ = serving.await;
@@ -346,10 +350,16 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Serves the Relay API on a bound listener until `shutdown` turns true.
+/// A TLS handshake that has not finished by then is dropped (a stalled client must not hold
+/// a connection open forever).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the Relay API on a bound listener until `shutdown` turns true; over TLS when an
+/// acceptor is given.
 pub async fn serve(
     listener: TcpListener,
     server: Arc<RelayServer>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -362,24 +372,44 @@ pub async fn serve(
             continue;
         };
         let server = Arc::clone(&server);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let server = Arc::clone(&server);
-                async move {
-                    let res = match route(&server, req).await {
-                        Ok(r) => r,
-                        Err(e) => e.into_response(),
-                    };
-                    Ok::<_, std::convert::Infallible>(res)
+            match tls {
+                None => serve_connection(stream, server).await,
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+                    match handshake {
+                        Ok(Ok(stream)) => serve_connection(stream, server).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
                 }
-            });
-            let _ = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            }
         });
     }
+}
+
+/// Serves HTTP/1.1 on one accepted connection, plain or TLS.
+async fn serve_connection<S>(stream: S, server: Arc<RelayServer>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let server = Arc::clone(&server);
+        async move {
+            let res = match route(&server, req).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            };
+            Ok::<_, std::convert::Infallible>(res)
+        }
+    });
+    let _ = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {

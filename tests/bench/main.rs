@@ -116,8 +116,7 @@ impl Api {
         Api {
             url: b.url.clone(),
             token: b.token.clone(),
-            http: reqwest::Client::builder()
-                .no_proxy()
+            http: agentnotify::tls::loopback_client()
                 .pool_max_idle_per_host(20_000)
                 .build()
                 .unwrap(),
@@ -368,7 +367,7 @@ async fn bench_hook_cold(n: usize) -> Vec<Duration> {
         let api = Api {
             url: info["url"].as_str().unwrap().to_string(),
             token,
-            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            http: agentnotify::tls::loopback_client().build().unwrap(),
         };
         visible(&api, &session).await;
         out.push(started.elapsed());

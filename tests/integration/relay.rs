@@ -27,11 +27,16 @@ struct RelayProc {
 
 impl RelayProc {
     fn start(home: &Home) -> RelayProc {
+        RelayProc::start_with(home, &[])
+    }
+
+    fn start_with(home: &Home, extra: &[&std::ffi::OsStr]) -> RelayProc {
         let data = home.path().join("relay-data");
         let mut child = home
             .cmd(AGENTNOTIFY)
             .args(["relay", "serve", "--port", "0", "--data"])
             .arg(&data)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -43,7 +48,7 @@ impl RelayProc {
             .unwrap();
         let url = line
             .split_whitespace()
-            .find(|w| w.starts_with("http://"))
+            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
             .unwrap_or_else(|| panic!("relay did not say where it listens: {line:?}"))
             .to_string();
         RelayProc { child, url }
@@ -79,7 +84,7 @@ impl Proxy {
         let upstream = upstream.to_string();
         let m = Arc::clone(&mode);
         tokio::spawn(async move {
-            let http = reqwest::Client::builder().no_proxy().build().unwrap();
+            let http = agentnotify::tls::loopback_client().build().unwrap();
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
@@ -160,11 +165,12 @@ async fn forward(
         .unwrap()
 }
 
-/// A home with a broker, a Relay (behind a proxy), a provider and one paired device.
+/// A home with a broker, a Relay (behind a proxy unless over TLS), a provider and one
+/// paired device.
 struct Setup {
     home: Home,
     relay: RelayProc,
-    proxy: Proxy,
+    proxy: Option<Proxy>,
     _daemon: Daemon,
     api: Api,
     device_dir: PathBuf,
@@ -176,37 +182,26 @@ impl Setup {
         let home = Home::new();
         let relay = RelayProc::start(&home);
         let proxy = Proxy::start(&relay.url).await;
-        home.write_config(&format!(
-            "[relay]\npoll_interval_seconds = {poll_interval}\n"
-        ));
-        let out = run(
-            &home,
-            &[
-                "relay",
-                "add",
-                "home",
-                "--url",
-                &proxy.url,
-                "--include-message",
-            ],
-        );
-        assert!(out.0 == 0, "relay add failed: {out:?}");
-        let code = run(&home, &["relay", "pair", "home"]).1.trim().to_string();
-        let device_dir = home.path().join("phone");
-        let dev = device_dir.to_str().unwrap().to_string();
-        let out = run(
-            &home,
-            &[
-                "relay",
-                "device",
-                "register",
-                "--code",
-                &code,
-                "--device-dir",
-                &dev,
-            ],
-        );
-        assert!(out.0 == 0, "device register failed: {out:?}");
+        let url = proxy.url.clone();
+        Setup::finish(home, relay, Some(proxy), &url, poll_interval)
+    }
+
+    /// The Relay serves HTTPS with a certificate from `tls`'s private CA, which `home`
+    /// trusts through `SSL_CERT_FILE`; broker and device talk to it directly.
+    fn over_tls(home: Home, tls: &TestCa) -> Setup {
+        let relay = RelayProc::start_with(&home, &tls.serve_args());
+        let url = relay.url.clone();
+        Setup::finish(home, relay, None, &url, 1)
+    }
+
+    fn finish(
+        home: Home,
+        relay: RelayProc,
+        proxy: Option<Proxy>,
+        url: &str,
+        poll_interval: u64,
+    ) -> Setup {
+        let device_dir = register(&home, url, poll_interval);
         let daemon = Daemon::start(&home, &[]);
         let api = daemon.api(&home);
         Setup {
@@ -217,6 +212,10 @@ impl Setup {
             api,
             device_dir,
         }
+    }
+
+    fn proxy(&self) -> &Proxy {
+        self.proxy.as_ref().expect("this setup has a proxy")
     }
 
     fn device(&self, args: &[&str]) -> (i32, String, String) {
@@ -269,6 +268,35 @@ impl Setup {
     async fn status(&self, id: &str) -> Value {
         self.api.get(&format!("/v1/interactions/{id}")).await.1
     }
+}
+
+/// Adds provider `home` at `url` with a consenting route, and pairs a device in `phone/`.
+fn register(home: &Home, url: &str, poll_interval: u64) -> PathBuf {
+    home.write_config(&format!(
+        "[relay]\npoll_interval_seconds = {poll_interval}\n"
+    ));
+    let out = run(
+        home,
+        &["relay", "add", "home", "--url", url, "--include-message"],
+    );
+    assert!(out.0 == 0, "relay add failed: {out:?}");
+    let code = run(home, &["relay", "pair", "home"]).1.trim().to_string();
+    let device_dir = home.path().join("phone");
+    let dev = device_dir.to_str().unwrap().to_string();
+    let out = run(
+        home,
+        &[
+            "relay",
+            "device",
+            "register",
+            "--code",
+            &code,
+            "--device-dir",
+            &dev,
+        ],
+    );
+    assert!(out.0 == 0, "device register failed: {out:?}");
+    device_dir
 }
 
 fn run(home: &Home, args: &[&str]) -> (i32, String, String) {
@@ -455,7 +483,7 @@ async fn relay_single_choice_and_text_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_down_during_publish_is_retried_and_delivered_once() {
     let s = Setup::new(3600).await;
-    s.proxy.set(DOWN);
+    s.proxy().set(DOWN);
     let q = s
         .api
         .ask_permission("Publish while the relay is down?")
@@ -484,7 +512,7 @@ async fn relay_down_during_publish_is_retried_and_delivered_once() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    s.proxy.set(PASS);
+    s.proxy().set(PASS);
     s.inbox_shows(id);
     let (_, st) = s.api.get("/v1/relay/status").await;
     assert!(st["outbox"].as_array().unwrap().is_empty(), "{st}");
@@ -532,13 +560,13 @@ async fn relay_poll_failures_keep_the_cursor_and_apply_once_later() {
     assert_eq!(code, 0, "{err}");
     let before = s.cursor_file();
     for mode in [GARBAGE, UNAUTHORIZED, SERVER_ERROR] {
-        s.proxy.set(mode);
+        s.proxy().set(mode);
         let (code, v) = s.poll();
         assert_eq!(code, 1, "a failed poll exits 1: {v}");
         assert_eq!(s.cursor_file(), before, "cursor moved on a failed poll");
         assert_eq!(s.status(id).await["status"], "pending");
     }
-    s.proxy.set(PASS);
+    s.proxy().set(PASS);
     let (code, v) = s.poll();
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["polls"][0]["accepted"], 1);
@@ -569,7 +597,7 @@ async fn relay_results_fail_then_the_batch_is_replayed_exactly_once() {
     );
     phone.send(&post).await.unwrap();
     let before = s.cursor_file();
-    s.proxy.set(POST_ERROR);
+    s.proxy().set(POST_ERROR);
     let (code, v) = s.poll();
     assert_eq!(code, 1, "reporting failed, so the poll failed: {v}");
     assert_eq!(
@@ -579,7 +607,7 @@ async fn relay_results_fail_then_the_batch_is_replayed_exactly_once() {
     );
     let answered = s.status(id).await;
     assert_eq!(answered["status"], "answered");
-    s.proxy.set(PASS);
+    s.proxy().set(PASS);
     let (code, v) = s.poll();
     assert_eq!(
         (code, v["polls"][0]["accepted"].clone()),
@@ -891,8 +919,7 @@ async fn relay_server_http_contract() {
     let relay = RelayProc::start(&home);
     // No pooled connections: a server closes the connection after refusing a body it did
     // not read (413), and reusing it would race that close.
-    let http = reqwest::Client::builder()
-        .no_proxy()
+    let http = agentnotify::tls::loopback_client()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
@@ -1019,4 +1046,105 @@ async fn relay_answer_to_an_expired_question_is_refused_with_the_reason() {
     }
     let (_, out, _) = s.device(&["inbox", "--json"]);
     assert!(!out.contains(id), "expired question still shown: {out}");
+}
+
+/// A private CA and a certificate it signed for 127.0.0.1 and localhost, as PEM files.
+struct TestCa {
+    _dir: tempfile::TempDir,
+    ca: PathBuf,
+    chain: PathBuf,
+    key: PathBuf,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "agentnotify test CA");
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let write = |name: &str, pem: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        TestCa {
+            ca: write("ca.pem", ca_cert.pem()),
+            chain: write("chain.pem", cert.pem()),
+            key: write("key.pem", key.serialize_pem()),
+            _dir: dir,
+        }
+    }
+
+    fn serve_args(&self) -> Vec<&std::ffi::OsStr> {
+        vec![
+            "--tls-cert".as_ref(),
+            self.chain.as_os_str(),
+            "--tls-key".as_ref(),
+            self.key.as_os_str(),
+        ]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_over_https_is_verified_and_carries_the_whole_path() {
+    let tls = TestCa::new();
+
+    // A home that does not trust the CA: registration is refused, naming the certificate,
+    // and nothing is written.
+    let stranger = Home::new();
+    let relay = RelayProc::start_with(&stranger, &tls.serve_args());
+    assert!(relay.url.starts_with("https://127.0.0.1:"), "{}", relay.url);
+    let (code, out, err) = run(
+        &stranger,
+        &[
+            "relay",
+            "add",
+            "home",
+            "--url",
+            &relay.url,
+            "--include-message",
+        ],
+    );
+    assert_ne!(code, 0, "an untrusted relay was accepted: {out}");
+    assert!(
+        err.contains("TLS failed") && err.contains("certificate"),
+        "the refusal should say it is about the certificate: {err}"
+    );
+    let (_, listed, _) = run(&stranger, &["relay", "list", "--json"]);
+    assert!(
+        !listed.contains(&relay.url),
+        "a refused relay was still added: {listed}"
+    );
+    // Plain HTTP to the TLS port gets no reply it could mistake for the Relay's.
+    let plain = relay.url.replace("https://", "http://");
+    let (code, _, _) = run(
+        &stranger,
+        &["relay", "add", "home", "--url", &plain, "--include-message"],
+    );
+    assert_ne!(code, 0, "plain HTTP to the TLS port was accepted");
+    drop(relay);
+
+    // A home that trusts it: hook → broker → Relay (TLS) → device (TLS) → broker → hook.
+    let s = Setup::over_tls(Home::new().with_env("SSL_CERT_FILE", &tls.ca), &tls);
+    let hook = start_hook(&s.home, &fixture("claude-bash.json"));
+    let q = pending_one(&s.api).await;
+    let id = q["id"].as_str().unwrap();
+    assert_eq!(s.inbox_shows(id)["prompt"], q["prompt"]);
+    let (code, out, err) = s.device(&["answer", id, "--choice", "allow-once", "--json"]);
+    assert_eq!(code, 0, "device answer failed: {out} {err}");
+    assert_eq!(finish_hook(hook).trim(), ALLOW);
+    let record = s.status(id).await;
+    assert_eq!(record["response"]["source"], "relay");
 }

@@ -15,13 +15,24 @@ pub const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
 /// A throwaway `AGENTNOTIFY_HOME` (and `HOME`); kills any broker started in it on drop.
 pub struct Home {
     pub dir: tempfile::TempDir,
+    /// Extra environment for every command of this home (e.g. `SSL_CERT_FILE`).
+    env: Vec<(String, PathBuf)>,
 }
 
 impl Home {
     pub fn new() -> Home {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        Home { dir }
+        Home {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets `key` for every command started from this home (brokers they spawn inherit it).
+    pub fn with_env(mut self, key: &str, value: &Path) -> Home {
+        self.env.push((key.to_string(), value.to_path_buf()));
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -39,7 +50,12 @@ impl Home {
             .env_remove("AGENTNOTIFY_LOG")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("XDG_DATA_HOME")
-            .env_remove("XDG_STATE_HOME");
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("SSL_CERT_DIR");
+        for (key, value) in &self.env {
+            c.env(key, value);
+        }
         c
     }
 
@@ -167,8 +183,7 @@ impl Api {
             url: url.trim_end_matches('/').to_string(),
             token: token.to_string(),
             // Below the broker's 10 s keep-alive header timeout (see client::Client::new).
-            http: reqwest::Client::builder()
-                .no_proxy()
+            http: agentnotify::tls::loopback_client()
                 .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),

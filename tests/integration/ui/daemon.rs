@@ -82,8 +82,7 @@ impl TestDaemon {
             .expect("token file")
             .trim()
             .to_string();
-        let http = reqwest::Client::builder()
-            .no_proxy()
+        let http = agentnotify::tls::loopback_client()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(20))
             .build()

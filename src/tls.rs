@@ -1,0 +1,93 @@
+//! TLS, used only on the Relay link (a Relay is reached over the internet; the broker's own
+//! API is plain HTTP on loopback). rustls with the ring provider throughout.
+//!
+//! Every reqwest client is built from here: with rustls compiled in, reqwest needs either a
+//! process-wide crypto provider or a ready configuration, and loading the system's CA store
+//! costs milliseconds the hook must not spend. So loopback clients get a configuration with
+//! no roots at all, and only Relay clients load the system store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the certificate chain {path}: {reason}")]
+    Certificates { path: String, reason: String },
+    #[error("cannot read the private key {path}: {reason}")]
+    Key { path: String, reason: String },
+    #[error("the certificate and key do not make a usable TLS server: {0}")]
+    Server(rustls::Error),
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client for plain-HTTP loopback use (the broker API, test helpers). It trusts no
+/// certificate, so an `https://` URL given to it fails instead of being half-trusted.
+pub fn loopback_client() -> reqwest::ClientBuilder {
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(config)
+}
+
+/// A client for a Relay at `url`. For `https://` it trusts the system's CA store, which
+/// honours `SSL_CERT_FILE` / `SSL_CERT_DIR` (a self-hosted Relay with a private CA).
+pub fn relay_client(url: &str) -> reqwest::ClientBuilder {
+    if !url.starts_with("https://") {
+        return loopback_client();
+    }
+    let verifier = match rustls_platform_verifier::Verifier::new(provider()) {
+        Ok(v) => Arc::new(v),
+        Err(e) => {
+            // Connections will then fail with "unknown issuer"; say why once here.
+            tracing::warn!(error = %e, "no trusted CA certificates for the Relay (set SSL_CERT_FILE)");
+            return loopback_client();
+        }
+    };
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(config)
+}
+
+/// A server configuration from PEM files: the certificate chain (leaf first) and its key.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect())
+        .map_err(|e| TlsError::Certificates {
+            path: cert.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Certificates {
+            path: cert.display().to_string(),
+            reason: "no PEM certificate in it".into(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+        path: key.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(TlsError::Server)?;
+    Ok(Arc::new(config))
+}
