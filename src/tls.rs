@@ -2,9 +2,9 @@
 //! API is plain HTTP on loopback). rustls with the ring provider throughout.
 //!
 //! Every reqwest client is built from here: with rustls compiled in, reqwest needs either a
-//! process-wide crypto provider or a ready configuration, and loading the system's CA store
-//! costs milliseconds the hook must not spend. So loopback clients get a configuration with
-//! no roots at all, and only Relay clients load the system store.
+//! process-wide crypto provider or a ready configuration. Plain-HTTP clients get a
+//! configuration with no roots at all; only clients of an `https://` Relay load the system's
+//! CA store. (The broker's own loopback client, `crate::client`, is not reqwest at all.)
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,9 +27,9 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A client for plain-HTTP loopback use (the broker API, test helpers). It trusts no
+/// A reqwest client for plain HTTP (an `http://` Relay, test helpers). It trusts no
 /// certificate, so an `https://` URL given to it fails instead of being half-trusted.
-pub fn loopback_client() -> reqwest::ClientBuilder {
+pub fn plain_http_client() -> reqwest::ClientBuilder {
     let config = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default TLS versions")
@@ -44,14 +44,14 @@ pub fn loopback_client() -> reqwest::ClientBuilder {
 /// honours `SSL_CERT_FILE` / `SSL_CERT_DIR` (a self-hosted Relay with a private CA).
 pub fn relay_client(url: &str) -> reqwest::ClientBuilder {
     if !url.starts_with("https://") {
-        return loopback_client();
+        return plain_http_client();
     }
     let verifier = match rustls_platform_verifier::Verifier::new(provider()) {
         Ok(v) => Arc::new(v),
         Err(e) => {
             // Connections will then fail with "unknown issuer"; say why once here.
             tracing::warn!(error = %e, "no trusted CA certificates for the Relay (set SSL_CERT_FILE)");
-            return loopback_client();
+            return plain_http_client();
         }
     };
     let config = rustls::ClientConfig::builder_with_provider(provider())

@@ -228,7 +228,7 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
             let (_, v) = connect()
                 .await?
                 .call(
-                    reqwest::Method::POST,
+                    crate::client::Method::POST,
                     "/v1/relay/poll",
                     Some(&body),
                     std::time::Duration::from_secs(60),

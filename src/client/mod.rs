@@ -1,10 +1,20 @@
 //! The typed loopback client, used by the CLI and the hook (SPEC §3.5, §4).
+//!
+//! Plain HTTP/1.1 on hyper's pooled client rather than reqwest: reqwest carries TLS (for
+//! the Relay), and linking it into the hook cost every hook run ~0.35 ms of CPU and 60 page
+//! faults (docs/BENCHMARKS.md). Nothing here ever speaks TLS.
 
 mod spawn;
 
 use std::time::Duration;
 
-use reqwest::Method;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+pub use hyper::Method;
+use hyper::{Request, Response};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 use crate::daemon::BrokerInfo;
@@ -34,6 +44,10 @@ pub enum ClientError {
     },
     #[error("the broker sent a reply this client does not understand: {0}")]
     BadReply(String),
+    #[error("the broker URL is not usable: {0}")]
+    BadUrl(String),
+    #[error("the API token contains characters an HTTP header cannot carry")]
+    BadToken,
 }
 
 impl ClientError {
@@ -48,23 +62,27 @@ impl ClientError {
 
 pub type Result<T> = std::result::Result<T, ClientError>;
 
+type Http = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
+
 /// A connection to one broker.
 #[derive(Clone)]
 pub struct Client {
     base: String,
     token: Secret,
-    http: reqwest::Client,
+    http: Http,
 }
 
 impl Client {
     pub fn new(base: impl Into<String>, token: Secret) -> Client {
-        let http = crate::tls::loopback_client()
-            .connect_timeout(Duration::from_secs(2))
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        connector.set_nodelay(true);
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             // Below the server's 10 s keep-alive header timeout, so a pooled connection is
             // never reused just as the server closes it.
             .pool_idle_timeout(Duration::from_secs(5))
-            .build()
-            .expect("a loopback HTTP client always builds");
+            .pool_timer(TokioTimer::new())
+            .build(connector);
         Client {
             base: base.into().trim_end_matches('/').to_string(),
             token,
@@ -89,14 +107,12 @@ impl Client {
 
     /// `GET /health` (no auth): the broker's version and API generation.
     pub async fn health(&self, timeout: Duration) -> Result<Value> {
-        let res = self
-            .http
-            .get(format!("{}/health", self.base))
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable(e.to_string()))?;
-        read_reply(res).await
+        let req = self.request(Method::GET, "/health", None, false)?;
+        match self.exchange(req, timeout).await {
+            Ok((_, value)) => Ok(value),
+            Err(ClientError::Interrupted(e)) => Err(ClientError::Unreachable(e)),
+            Err(e) => Err(e),
+        }
     }
 
     /// One authenticated call; non-2xx replies become [`ClientError::Api`].
@@ -107,17 +123,50 @@ impl Client {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<(u16, Value)> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{}", self.base, path))
-            .bearer_auth(self.token.expose())
-            .timeout(timeout);
-        if let Some(body) = body {
-            req = req.json(body);
+        let req = self.request(method, path, body, true)?;
+        self.exchange(req, timeout).await
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        auth: bool,
+    ) -> Result<Request<Full<Bytes>>> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
+        if auth {
+            let bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+                .map_err(|_| ClientError::BadToken)?;
+            req = req.header(AUTHORIZATION, bearer);
         }
-        let res = req.send().await.map_err(transport_error)?;
-        let status = res.status().as_u16();
-        Ok((status, read_reply(res).await?))
+        let body = match body {
+            Some(v) => {
+                req = req.header(CONTENT_TYPE, "application/json");
+                Bytes::from(serde_json::to_vec(v).expect("a JSON value serialises"))
+            }
+            None => Bytes::new(),
+        };
+        req.body(Full::new(body))
+            .map_err(|e| ClientError::BadUrl(format!("{}{path}: {e}", self.base)))
+    }
+
+    /// Sends `req` and reads the whole reply, all within `timeout`.
+    async fn exchange(&self, req: Request<Full<Bytes>>, timeout: Duration) -> Result<(u16, Value)> {
+        let exchange = async {
+            let res = self.http.request(req).await.map_err(transport_error)?;
+            read_reply(res).await
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ClientError::Interrupted(format!(
+                    "no reply within {} s",
+                    timeout.as_secs_f64()
+                )))
+            })
     }
 
     async fn get(&self, path: &str) -> Result<Value> {
@@ -224,21 +273,23 @@ impl Client {
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn read_reply(res: reqwest::Response) -> Result<Value> {
+async fn read_reply(res: Response<hyper::body::Incoming>) -> Result<(u16, Value)> {
     let status = res.status();
     let retry_after = res
         .headers()
-        .get(reqwest::header::RETRY_AFTER)
+        .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let bytes = res
-        .bytes()
+        .into_body()
+        .collect()
         .await
-        .map_err(|e| ClientError::Interrupted(e.to_string()))?;
+        .map_err(|e| ClientError::Interrupted(e.to_string()))?
+        .to_bytes();
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ClientError::BadReply(format!("HTTP {status}: {e}")))?;
     if status.is_success() {
-        return Ok(value);
+        return Ok((status.as_u16(), value));
     }
     Err(ClientError::Api {
         status: status.as_u16(),
@@ -252,11 +303,15 @@ async fn read_reply(res: reqwest::Response) -> Result<Value> {
 }
 
 /// A refused or timed-out connect means no broker; anything later broke a live connection.
-fn transport_error(e: reqwest::Error) -> ClientError {
+fn transport_error(e: hyper_util::client::legacy::Error) -> ClientError {
+    let mut message = e.to_string();
+    if let Some(source) = std::error::Error::source(&e) {
+        message.push_str(&format!(": {source}"));
+    }
     if e.is_connect() {
-        ClientError::Unreachable(e.to_string())
+        ClientError::Unreachable(message)
     } else {
-        ClientError::Interrupted(e.to_string())
+        ClientError::Interrupted(message)
     }
 }
 

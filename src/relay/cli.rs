@@ -312,7 +312,7 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
             let client = crate::client::attach_or_spawn(&paths).await?;
             let (_, v) = client
                 .call(
-                    reqwest::Method::GET,
+                    crate::client::Method::GET,
                     "/v1/relay/status",
                     None,
                     Duration::from_secs(10),

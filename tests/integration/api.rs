@@ -435,7 +435,7 @@ async fn lists_filter_and_sort_newest_first() {
 async fn every_v1_route_needs_the_bearer_token() {
     let home = Home::new();
     let d = Daemon::start(&home, &[]);
-    let http = agentnotify::tls::loopback_client().build().unwrap();
+    let http = agentnotify::tls::plain_http_client().build().unwrap();
     let id = "0123456789abcdef0123456789abcdef";
     let routes = [
         ("POST", "/v1/interactions/request".to_string()),

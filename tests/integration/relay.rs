@@ -84,7 +84,7 @@ impl Proxy {
         let upstream = upstream.to_string();
         let m = Arc::clone(&mode);
         tokio::spawn(async move {
-            let http = agentnotify::tls::loopback_client().build().unwrap();
+            let http = agentnotify::tls::plain_http_client().build().unwrap();
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
@@ -919,7 +919,7 @@ async fn relay_server_http_contract() {
     let relay = RelayProc::start(&home);
     // No pooled connections: a server closes the connection after refusing a body it did
     // not read (413), and reusing it would race that close.
-    let http = agentnotify::tls::loopback_client()
+    let http = agentnotify::tls::plain_http_client()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

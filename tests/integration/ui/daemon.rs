@@ -82,7 +82,7 @@ impl TestDaemon {
             .expect("token file")
             .trim()
             .to_string();
-        let http = agentnotify::tls::loopback_client()
+        let http = agentnotify::tls::plain_http_client()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(20))
             .build()
