@@ -503,8 +503,21 @@ async fn oversized_bodies_get_413_and_post_floods_get_429_with_retry_after() {
         ],
     );
     let api = d.api(&home);
-    let big = json!({"prompt": "x".repeat(70 * 1024)});
-    let (s, v) = api.post("/v1/interactions/request", big).await;
+    // On a connection of its own: the server closes it after refusing the unread body, and
+    // a pooled client could otherwise reuse it for the flood below as it closes.
+    let once = agentnotify::tls::plain_http_client()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let res = once
+        .post(format!("{}/v1/interactions/request", api.url))
+        .bearer_auth(&api.token)
+        .json(&json!({"prompt": "x".repeat(70 * 1024)}))
+        .send()
+        .await
+        .unwrap();
+    let s = res.status().as_u16();
+    let v: Value = res.json().await.unwrap();
     assert_eq!((s, v["code"].as_str()), (413, Some("payload_too_large")));
     let mut limited = None;
     for i in 0..10 {
