@@ -7,6 +7,7 @@
 pub mod decision;
 pub mod payload;
 mod run;
+mod transcript;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};

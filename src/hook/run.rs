@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::decision::Decision;
 use super::payload::{self, Host, Plan, Question};
+use super::transcript;
 use crate::client::{self, Client, ClientError};
 use crate::paths::Paths;
 
@@ -60,6 +61,11 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
             return None;
         }
     };
+    // Claude's terminal dialog races the hook and does not tell it when it wins.
+    let watch = match host {
+        Host::Claude => transcript::Watch::new(&payload),
+        Host::Codex => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -67,13 +73,26 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
     runtime.block_on(async move {
         let deadline = Instant::from_std(started + budget);
         let shared: Shared = Arc::default();
-        let signal = host_gives_up();
+        let decided_elsewhere = async {
+            match watch {
+                Some(w) => w.decided_elsewhere().await,
+                None => std::future::pending().await,
+            }
+        };
+        // Either way the host no longer needs an answer from us.
+        let host_moved_on = async {
+            tokio::select! {
+                sig = host_gives_up() => tracing::info!(signal = sig, "host gave up; withdrawing"),
+                () = decided_elsewhere => {
+                    tracing::info!("the host decided the call itself; withdrawing");
+                }
+            }
+        };
         let work = run(host, &paths, plan, deadline, Arc::clone(&shared));
         tokio::pin!(work);
         let outcome = tokio::select! {
             r = &mut work => r,
-            sig = signal => {
-                tracing::info!(signal = sig, "host gave up; withdrawing");
+            () = host_moved_on => {
                 // A question being opened right now must be learnt to be withdrawn.
                 if shared.lock().expect("not poisoned").opening {
                     let _ = tokio::time::timeout(OPENING_GRACE, &mut work).await;

@@ -87,7 +87,7 @@ if [ -z "${AGENTNOTIFY_BIN_DIR:-}" ]; then
 fi
 
 if ! command -v tmux >/dev/null && [ "${HOSTS_TUI:-1}" != 0 ]; then
-  say "tmux is missing (needed for the Codex TUI cases); installing it"
+  say "tmux is missing (needed for the Claude and Codex TUI cases); installing it"
   if [ "$(id -u)" = 0 ]; then
     (apt-get install -y -qq tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }) >&2 || true
   fi

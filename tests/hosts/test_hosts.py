@@ -16,7 +16,7 @@ Environment:
     AGENTNOTIFY_HOST_TESTS=0  skip the whole suite (says so); anything else runs it and a
                           missing host or binary is a failure, not a skip
     HOSTS_KEEP=1          keep each test's folder (printed) for a post-mortem
-    HOSTS_TUI=0           skip the Codex TUI cases (they need tmux)
+    HOSTS_TUI=0           skip the Claude and Codex TUI cases (they need tmux)
 
 Stdlib only. Ends with one line `hosts: N passed, N failed[, N skipped]`.
 """
@@ -254,7 +254,19 @@ trust_level = "trusted"
                 parts.append(f"[{f.name}] {text[-1500:]}")
         return "\n".join(parts) or "(no host output)"
 
-    # ---- tmux (Codex TUI) ------------------------------------------------------------
+    def seed_claude_tui(self) -> None:
+        """HOME/.claude.json as after Claude's first-run screens: onboarding done (it would
+        check the network), the project trusted, the fake API key approved."""
+        key = self.host_env()["ANTHROPIC_API_KEY"]
+        (self.home / ".claude.json").write_text(json.dumps({
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "projects": {str(self.proj): {"hasTrustDialogAccepted": True,
+                                          "hasCompletedProjectOnboarding": True}},
+            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+        }))
+
+    # ---- tmux (Claude and Codex TUIs) ------------------------------------------------
 
     def tui(self, argv: list[str]) -> None:
         self.tmux_socket = f"agentnotify-hosts-{os.getpid()}-{id(self)}"
@@ -672,6 +684,49 @@ class CodexTests(HostTest):
         doctor = w.run(HOOK, "doctor", "codex", "--json", check=False)
         trust = [c for c in json.loads(doctor.stdout)["checks"] if "trust" in c]
         self.assertEqual([c["trust"] for c in trust], ["trusted"], doctor.stdout)
+
+
+@unittest.skipIf(os.environ.get("HOSTS_TUI") == "0", "HOSTS_TUI=0")
+class ClaudeTuiTests(HostTest):
+    """The interactive Claude under tmux: its own dialog and the hook race."""
+    host = "claude"
+    DIALOG = "Do you want to proceed?"
+
+    def setUp(self) -> None:
+        super().setUp()
+        if not shutil.which("tmux"):
+            self.fail("tmux is not installed (needed for the TUI cases; HOSTS_TUI=0 skips them)")
+
+    def start(self) -> tuple[World, dict[str, Any]]:
+        w = World(self, [bash(MARKER_CMD)])
+        w.install("claude")
+        w.start_broker()
+        w.seed_claude_tui()
+        w.tui([CLAUDE, "--permission-mode", "default", "Please do the task."])
+        q = wait_for("the hook's question", lambda: w.interactions("--pending"),
+                     QUESTION_LIMIT, 0.2)[0]
+        wait_for("Claude's own dialog beside it", lambda: self.DIALOG in w.screen(),
+                 QUESTION_LIMIT)
+        self.assertFalse((w.proj / "marker.txt").exists())
+        return w, q
+
+    def test_tui_allow_remotely_closes_claude_dialog(self) -> None:
+        w, q = self.start()
+        w.respond(q, "allow-once")
+        wait_for("the marker", (w.proj / "marker.txt").exists, HOST_RUN_LIMIT)
+        wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
+        self.assertIn("Allowed by PermissionRequest hook", w.screen())
+        self.assertNotIn(self.DIALOG, w.screen())
+
+    def test_tui_answered_in_the_terminal_withdraws_the_question(self) -> None:
+        w, q = self.start()
+        w.keys("1")  # "Yes" in Claude's own dialog
+        wait_for("the marker", (w.proj / "marker.txt").exists, HOST_RUN_LIMIT)
+        # Claude neither signals nor waits for the hook; the hook sees the call's result
+        # in the transcript and withdraws, so no other surface still shows the question.
+        wait_for("the question withdrawn", lambda: w.status_of(q["id"]) == "cancelled",
+                 QUESTION_LIMIT, 0.2)
+        self.assertEqual(w.interactions("--pending"), [])
 
 
 @unittest.skipIf(os.environ.get("HOSTS_TUI") == "0", "HOSTS_TUI=0")

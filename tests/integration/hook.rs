@@ -466,6 +466,50 @@ async fn host_signals_withdraw_the_question_and_exit_0_quickly() {
 }
 
 #[tokio::test]
+async fn a_call_claude_decided_itself_withdraws_the_question() {
+    let home = Home::new();
+    let _d = Daemon::start(&home, &[]);
+    let api = home.api();
+    // The session transcript as Claude writes it: the call, then (once the person answered
+    // Claude's own dialog) its result. The hook is told nothing else.
+    let transcript = home.path().join("session.jsonl");
+    let mut payload: Value = serde_json::from_str(&fixture("claude-live-bash.json")).unwrap();
+    payload["transcript_path"] = json!(transcript);
+    payload["session_id"] = json!("7a0e0000-0000-4000-8000-000000000001");
+    let call = |line: Value| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&transcript)
+            .unwrap();
+        writeln!(f, "{line}").unwrap();
+    };
+    call(json!({"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": payload["tool_input"]}
+    ]}}));
+    let hook = RunningHook::start(&home, "claude", &payload.to_string(), &[]);
+    let q = pending_for(&api, "7a0e0000-0000-4000-8000-000000000001", 1)
+        .await
+        .remove(0);
+    call(json!({"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}
+    ]}}));
+    let (code, out) = hook.finish();
+    assert_eq!(
+        (code, out.as_str()),
+        (0, ""),
+        "silent: Claude already decided"
+    );
+    let id = q["id"].as_str().unwrap();
+    let (_, after) = api
+        .get(&format!("/v1/interactions/{id}/wait?timeout=60"))
+        .await;
+    assert_eq!(after["status"], "cancelled", "withdrawn by the hook");
+    assert!(home.logs().contains("the host decided the call itself"));
+}
+
+#[tokio::test]
 async fn a_killed_hook_loses_its_question_to_the_owner_lease() {
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);
