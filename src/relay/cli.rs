@@ -20,14 +20,14 @@ pub const DEFAULT_RELAY_PORT: u16 = 47822;
 
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Setup in short (see docs/RELAY.md):\n  \
-agentnotify relay serve --port 8080                     # on the relay host\n  \
-agentnotify relay add home --url http://HOST:8080 --include-message\n  \
+agentnotify relay serve --bind 0.0.0.0 --port 8443 --tls-cert chain.pem --tls-key key.pem\n  \
+agentnotify relay add home --url https://HOST:8443 --include-message\n  \
 agentnotify relay pair home                             # prints a pairing code\n  \
 agentnotify relay device register --code CODE           # on the phone (or another terminal)\n  \
 agentnotify relay device inbox\n  \
 agentnotify relay device answer ID --choice allow-once")]
 pub enum RelayCommand {
-    /// Run the reference Relay server (plain HTTP; put TLS in front of it when exposed).
+    /// Run the reference Relay server (HTTPS with --tls-cert/--tls-key, else plain HTTP).
     Serve(ServeArgs),
     /// Register this installation with a Relay and add a route to it.
     Add(AddArgs),
@@ -123,7 +123,8 @@ impl RouteFilters {
 pub struct AddArgs {
     /// A short id for this provider (letters, digits, - and _).
     pub id: String,
-    /// The Relay's base URL.
+    /// The Relay's base URL: https:// (certificate checked against the system's CA store, or
+    /// SSL_CERT_FILE), or http:// for a Relay on loopback.
     #[arg(long)]
     pub url: String,
     /// Accept answers that are not sealed to this installation (not recommended).
