@@ -697,15 +697,16 @@ class ClaudeTuiTests(HostTest):
         if not shutil.which("tmux"):
             self.fail("tmux is not installed (needed for the TUI cases; HOSTS_TUI=0 skips them)")
 
-    def start(self) -> tuple[World, dict[str, Any]]:
-        w = World(self, [bash(MARKER_CMD)])
+    def start(self, script: list[dict[str, Any]] | None = None,
+              dialog: str = DIALOG) -> tuple[World, dict[str, Any]]:
+        w = World(self, script or [bash(MARKER_CMD)])
         w.install("claude")
         w.start_broker()
         w.seed_claude_tui()
         w.tui([CLAUDE, "--permission-mode", "default", "Please do the task."])
         q = wait_for("the hook's question", lambda: w.interactions("--pending"),
                      QUESTION_LIMIT, 0.2)[0]
-        wait_for("Claude's own dialog beside it", lambda: self.DIALOG in w.screen(),
+        wait_for("Claude's own dialog beside it", lambda: dialog in w.screen(),
                  QUESTION_LIMIT)
         self.assertFalse((w.proj / "marker.txt").exists())
         return w, q
@@ -717,6 +718,21 @@ class ClaudeTuiTests(HostTest):
         wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
         self.assertIn("Allowed by PermissionRequest hook", w.screen())
         self.assertNotIn(self.DIALOG, w.screen())
+
+    def test_tui_ask_user_question_answered_remotely(self) -> None:
+        question = "Which color should the proof file be?"
+        w, q = self.start([{"name": "AskUserQuestion", "input": {"questions": [{
+            "question": question, "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "A warm color"},
+                        {"label": "Blue", "description": "A cool color"}]}]}}],
+            "A warm color")
+        self.assertEqual((q["kind"], q["prompt"]), ("single_choice", f"Color: {question}"))
+        w.respond(q, next(c["id"] for c in q["choices"] if c["label"] == "Blue"))
+        wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
+        self.assertNotIn("A warm color", w.screen(), "Claude's own question closed")
+        results = w.fake.anthropic_tool_results()
+        self.assertEqual(len(results), 1, results)
+        self.assertIn(f'"{question}"="Blue"', result_text(results[0]))
 
     def test_tui_answered_in_the_terminal_withdraws_the_question(self) -> None:
         w, q = self.start()
