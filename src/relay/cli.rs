@@ -81,6 +81,12 @@ pub struct ServeArgs {
     /// The private key for --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Requests per second each client address may make, sustained (beyond: 429).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit: u32,
+    /// Requests each client address may make in a burst.
+    #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_burst: u32,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -251,6 +257,8 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
                 addr: SocketAddr::new(a.bind, a.port),
                 data_dir,
                 tls,
+                rate_per_second: a.rate_limit,
+                rate_burst: a.rate_burst,
             };
             server::run(opts, |url| {
                 println!("agentnotify relay listening on {url}");

@@ -5,7 +5,7 @@
 //! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`. Its state is
 //! its own sled database; every change is flushed before the reply that reports it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,7 @@ use super::wire::{
     CONTRACT_VERSION,
 };
 use crate::api::http::{json_response, parse_json, query, query_int, read_body, ApiError, ResBody};
+use crate::api::rate_limit::PerAddressLimiter;
 use crate::model::{is_id, Timestamp};
 use crate::secret::{constant_time_eq, random_b64url};
 
@@ -293,6 +294,10 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// Serve HTTPS with this configuration (`--tls-cert`/`--tls-key`); plain HTTP if absent.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Requests per second each client address may make, sustained.
+    pub rate_per_second: u32,
+    /// Requests each client address may make in a burst.
+    pub rate_burst: u32,
 }
 
 /// Runs the Relay until SIGINT/SIGTERM. `on_ready` gets the URL once it listens.
@@ -327,7 +332,11 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         })
     };
     let tls = opts.tls.map(tokio_rustls::TlsAcceptor::from);
-    let serving = tokio::spawn(serve(listener, Arc::clone(&server), tls, stop_rx));
+    let limiter = Arc::new(PerAddressLimiter::new(
+        opts.rate_per_second,
+        opts.rate_burst,
+    ));
+    let serving = tokio::spawn(serve(listener, Arc::clone(&server), tls, limiter, stop_rx));
     wait_for_signal().await;
     let _ = stop_tx.send(true);
     let _ = serving.await;
@@ -355,11 +364,12 @@ async fn wait_for_signal() {
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the Relay API on a bound listener until `shutdown` turns true; over TLS when an
-/// acceptor is given.
+/// acceptor is given; each client address within its rate.
 pub async fn serve(
     listener: TcpListener,
     server: Arc<RelayServer>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    limiter: Arc<PerAddressLimiter>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -367,20 +377,24 @@ pub async fn serve(
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        let server = Arc::clone(&server);
+        let client = Client {
+            server: Arc::clone(&server),
+            limiter: Arc::clone(&limiter),
+            addr: peer.ip(),
+        };
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(stream, server).await,
+                None => serve_connection(stream, client).await,
                 Some(acceptor) => {
                     let handshake =
                         tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
                     match handshake {
-                        Ok(Ok(stream)) => serve_connection(stream, server).await,
+                        Ok(Ok(stream)) => serve_connection(stream, client).await,
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -390,19 +404,34 @@ pub async fn serve(
     }
 }
 
+/// One accepted connection: who it is from, and what serves it.
+#[derive(Clone)]
+struct Client {
+    server: Arc<RelayServer>,
+    limiter: Arc<PerAddressLimiter>,
+    addr: IpAddr,
+}
+
 /// Serves HTTP/1.1 on one accepted connection, plain or TLS.
-async fn serve_connection<S>(stream: S, server: Arc<RelayServer>)
+async fn serve_connection<S>(stream: S, client: Client)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
-        let server = Arc::clone(&server);
+        let client = client.clone();
         async move {
-            let res = match route(&server, req).await {
-                Ok(r) => r,
-                Err(e) => e.into_response(),
+            let handled = match client.limiter.take(client.addr) {
+                Ok(()) => route(&client.server, req).await,
+                Err(secs) => Err(ApiError {
+                    retry_after: Some(secs),
+                    ..ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        format!("too many requests from this address; retry after {secs} s"),
+                    )
+                }),
             };
-            Ok::<_, std::convert::Infallible>(res)
+            Ok::<_, std::convert::Infallible>(handled.unwrap_or_else(ApiError::into_response))
         }
     });
     let _ = http1::Builder::new()

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::support::{fixture, Api, Daemon, Home, AGENTNOTIFY, HOOK};
+use crate::support::{assert_rate_limited, fixture, Api, Daemon, Home, AGENTNOTIFY, HOOK};
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const DENY: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Denied via agentnotify"}}}"#;
@@ -30,12 +30,19 @@ impl RelayProc {
         RelayProc::start_with(home, &[])
     }
 
+    /// With a rate limit no test reaches unless `extra` sets its own.
     fn start_with(home: &Home, extra: &[&std::ffi::OsStr]) -> RelayProc {
         let data = home.path().join("relay-data");
+        let limits: &[&str] = if extra.iter().any(|a| *a == "--rate-limit") {
+            &[]
+        } else {
+            &["--rate-limit", "100000", "--rate-burst", "100000"]
+        };
         let mut child = home
             .cmd(AGENTNOTIFY)
             .args(["relay", "serve", "--port", "0", "--data"])
             .arg(&data)
+            .args(limits)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1147,4 +1154,48 @@ async fn relay_over_https_is_verified_and_carries_the_whole_path() {
     assert_eq!(finish_hook(hook).trim(), ALLOW);
     let record = s.status(id).await;
     assert_eq!(record["response"]["source"], "relay");
+}
+
+#[tokio::test]
+async fn relay_limits_each_client_address_on_its_own() {
+    let home = Home::new();
+    let relay = RelayProc::start_with(
+        &home,
+        &[
+            "--rate-limit".as_ref(),
+            "1".as_ref(),
+            "--rate-burst".as_ref(),
+            "3".as_ref(),
+        ],
+    );
+    let from = |source: &str| {
+        agentnotify::tls::plain_http_client()
+            .local_address(source.parse::<std::net::IpAddr>().ok())
+            .build()
+            .unwrap()
+    };
+    let busy = from("127.0.0.1");
+    let mut statuses = Vec::new();
+    let mut refused = None;
+    for _ in 0..6 {
+        let res = busy
+            .get(format!("{}/health", relay.url))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(res.status().as_u16());
+        if res.status() == 429 {
+            refused = Some(res);
+            break;
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "the burst, then a refusal");
+    assert_rate_limited(refused.unwrap()).await;
+    // Another address is not held back by the busy one.
+    let other = from("127.0.0.2")
+        .get(format!("{}/health", relay.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
 }

@@ -282,6 +282,20 @@ pub fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> (i32, String, String) {
     )
 }
 
+/// Checks a rate-limit refusal: 429 with a `Retry-After` of at least a second and the
+/// `rate_limited` code.
+pub async fn assert_rate_limited(res: reqwest::Response) {
+    assert_eq!(res.status().as_u16(), 429);
+    let retry: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1, "Retry-After {retry}");
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["code"], "rate_limited");
+}
+
 pub fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("hooks/fixtures")
