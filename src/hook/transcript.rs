@@ -20,6 +20,8 @@ use serde_json::Value;
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 /// How much of the transcript before the hook started is read to find the call.
 const TAIL_BYTES: u64 = 1024 * 1024;
+/// At most this much is read per look; the rest waits for the next one.
+const MAX_READ_PER_LOOK: u64 = 8 * 1024 * 1024;
 
 /// The transcript of one session, watched for the result of one tool call.
 pub struct Watch {
@@ -41,7 +43,7 @@ impl Watch {
     /// at the file's length: the reading waits until the question is open.
     pub fn new(payload: &Value) -> Option<Watch> {
         let path = PathBuf::from(payload.get("transcript_path")?.as_str()?);
-        let start_len = std::fs::metadata(&path).ok()?.len();
+        let start_len = regular_file_len(&path)?;
         let offset = start_len.saturating_sub(TAIL_BYTES);
         Some(Watch {
             path,
@@ -80,6 +82,10 @@ impl Watch {
     /// Reads what was appended since the last look, up to `limit` bytes into the file;
     /// true if a watched call got a result.
     fn read_new_lines(&mut self, limit: u64) -> bool {
+        // Only a regular file: opening a FIFO would block the hook's only thread.
+        if regular_file_len(&self.path).is_none() {
+            return false;
+        }
         let Ok(mut file) = std::fs::File::open(&self.path) else {
             return false;
         };
@@ -91,7 +97,7 @@ impl Watch {
             self.partial.clear();
             return false;
         }
-        let len = real_len.min(limit);
+        let len = real_len.min(limit).min(self.offset + MAX_READ_PER_LOOK);
         if len == self.offset || file.seek(SeekFrom::Start(self.offset)).is_err() {
             return false;
         }
@@ -148,6 +154,12 @@ impl Watch {
         }
         decided
     }
+}
+
+/// The length of `path` if it is a regular file.
+fn regular_file_len(path: &std::path::Path) -> Option<u64> {
+    let meta = std::fs::metadata(path).ok()?;
+    meta.is_file().then_some(meta.len())
 }
 
 #[cfg(test)]
@@ -230,6 +242,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("t.jsonl");
         assert!(Watch::new(&payload(&t, "ls")).is_none(), "missing file");
+        assert!(Watch::new(&payload(dir.path(), "ls")).is_none(), "a folder");
+        assert!(
+            Watch::new(&payload(std::path::Path::new("/dev/null"), "ls")).is_none(),
+            "a device"
+        );
         assert!(Watch::new(&json!({"tool_name": "Bash"})).is_none());
         append(&t, &tool_use("b", "ls -la"));
         let mut w = Watch::new(&payload(&t, "ls")).unwrap();
