@@ -54,6 +54,9 @@ impl Store {
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(8 * 1024 * 1024)
+            // Every acknowledged change is flushed by `commit`; sled's own flusher would
+            // only wake an idle broker twice a second to fsync nothing.
+            .flush_every_ms(None)
             .open()
             .map_err(|source| StoreError::Open {
                 path: path.display().to_string(),
