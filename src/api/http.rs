@@ -46,6 +46,17 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
+    /// 429 `rate_limited` with `Retry-After: secs`.
+    pub fn rate_limited(secs: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests; retry after {secs} s"),
+            )
+        }
+    }
 
     pub fn into_response(self) -> Response<ResBody> {
         let body = serde_json::json!({"error": self.message, "code": self.code});

@@ -67,14 +67,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
     }
     authorize(ctx, &req)?;
     if req.method() == Method::POST {
-        ctx.limiter.take().map_err(|secs| ApiError {
-            retry_after: Some(secs),
-            ..ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("too many requests; retry after {secs} s"),
-            )
-        })?;
+        ctx.limiter.take().map_err(ApiError::rate_limited)?;
     }
     match segments[1..] {
         ["status"] => {

@@ -422,14 +422,7 @@ where
         async move {
             let handled = match client.limiter.take(client.addr) {
                 Ok(()) => route(&client.server, req).await,
-                Err(secs) => Err(ApiError {
-                    retry_after: Some(secs),
-                    ..ApiError::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "rate_limited",
-                        format!("too many requests from this address; retry after {secs} s"),
-                    )
-                }),
+                Err(secs) => Err(ApiError::rate_limited(secs)),
             };
             Ok::<_, std::convert::Infallible>(handled.unwrap_or_else(ApiError::into_response))
         }

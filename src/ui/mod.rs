@@ -253,14 +253,7 @@ async fn api(
     let method = req.method().clone();
     if method == Method::POST {
         same_origin(&req, host)?;
-        ctx.limiter.take().map_err(|secs| ApiError {
-            retry_after: Some(secs),
-            ..ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("too many requests; retry after {secs} s"),
-            )
-        })?;
+        ctx.limiter.take().map_err(ApiError::rate_limited)?;
     }
     let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
     match segments[..] {
