@@ -7,7 +7,7 @@
 //! CA store. (The broker's own loopback client, `crate::client`, is not reqwest at all.)
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -46,13 +46,8 @@ pub fn relay_client(url: &str) -> reqwest::ClientBuilder {
     if !url.starts_with("https://") {
         return plain_http_client();
     }
-    let verifier = match rustls_platform_verifier::Verifier::new(provider()) {
-        Ok(v) => Arc::new(v),
-        Err(e) => {
-            // Connections will then fail with "unknown issuer"; say why once here.
-            tracing::warn!(error = %e, "no trusted CA certificates for the Relay (set SSL_CERT_FILE)");
-            return plain_http_client();
-        }
+    let Some(verifier) = system_verifier() else {
+        return plain_http_client();
     };
     let config = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -63,6 +58,24 @@ pub fn relay_client(url: &str) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .no_proxy()
         .tls_backend_preconfigured(config)
+}
+
+/// The verifier over the system's CA store, loaded once per process: the broker builds a
+/// Relay client for every poll and delivery, and parsing the store costs milliseconds.
+/// `None` (connections then fail with "unknown issuer") when the store has no certificate.
+fn system_verifier() -> Option<Arc<rustls_platform_verifier::Verifier>> {
+    static VERIFIER: OnceLock<Option<Arc<rustls_platform_verifier::Verifier>>> = OnceLock::new();
+    VERIFIER
+        .get_or_init(
+            || match rustls_platform_verifier::Verifier::new(provider()) {
+                Ok(v) => Some(Arc::new(v)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no trusted CA certificates for the Relay (set SSL_CERT_FILE)");
+                    None
+                }
+            },
+        )
+        .clone()
 }
 
 /// A server configuration from PEM files: the certificate chain (leaf first) and its key.
