@@ -9,3 +9,7 @@ mod webdriver;
 #[allow(dead_code)]
 #[path = "../integration/ui/daemon.rs"]
 mod daemon;
+
+/// The temp home and daemon plumbing `daemon` builds on.
+#[path = "../integration/support.rs"]
+mod support;

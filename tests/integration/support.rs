@@ -16,7 +16,7 @@ pub const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
 pub struct Home {
     pub dir: tempfile::TempDir,
     /// Extra environment for every command of this home (e.g. `SSL_CERT_FILE`).
-    env: Vec<(String, PathBuf)>,
+    env: Vec<(String, std::ffi::OsString)>,
 }
 
 impl Home {
@@ -30,8 +30,9 @@ impl Home {
     }
 
     /// Sets `key` for every command started from this home (brokers they spawn inherit it).
-    pub fn with_env(mut self, key: &str, value: &Path) -> Home {
-        self.env.push((key.to_string(), value.to_path_buf()));
+    pub fn with_env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Home {
+        self.env
+            .push((key.to_string(), value.as_ref().to_os_string()));
         self
     }
 

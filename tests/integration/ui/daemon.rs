@@ -1,25 +1,21 @@
-//! A real `agentnotify daemon --port 0` on a private temp home, plus the HTTP calls the web UI
-//! tests make against it.
+//! A real `agentnotify daemon --port 0` on a private temp home (the shared [`Home`] and
+//! [`Daemon`]), plus the HTTP calls the web UI tests make against it.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_agentnotify");
+use crate::support::{Daemon, Home, AGENTNOTIFY};
 
 pub struct TestDaemon {
-    child: Child,
+    daemon: Daemon,
     pub url: String,
     pub port: u16,
     pub token: String,
-    pub home: tempfile::TempDir,
-    user_home: tempfile::TempDir,
+    pub home: Home,
     pub http: reqwest::Client,
 }
 
@@ -44,66 +40,42 @@ impl TestDaemon {
         TestDaemon::start_with(&[])
     }
 
-    /// Starts the daemon with extra arguments (e.g. `--on-demand`).
+    /// Starts the daemon with extra arguments (e.g. `--on-demand`), logging at debug level.
     pub fn start_with(extra: &[&str]) -> TestDaemon {
-        let home = tempfile::tempdir().expect("temp home");
-        let user_home = tempfile::tempdir().expect("temp HOME");
-        let mut cmd = Command::new(BIN);
-        cmd.args(["daemon", "--port", "0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        isolate(&mut cmd, home.path(), user_home.path());
-        cmd.env("AGENTNOTIFY_LOG", "debug");
-        let mut child = cmd.spawn().expect("start agentnotify daemon");
-        let stdout = child.stdout.take().expect("daemon stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the daemon printed its first line in time");
-        // "agentnotify broker X listening on URL (pid N)"
-        let url = line
-            .split_whitespace()
-            .nth(5)
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+        let home = Home::new().with_env("AGENTNOTIFY_LOG", "debug");
+        let mut args = vec!["daemon", "--port", "0"];
+        args.extend_from_slice(extra);
+        let daemon = Daemon::start_with(&home, &args);
+        let url = daemon.url.clone();
         let port = url
             .rsplit(':')
             .next()
             .and_then(|p| p.parse().ok())
             .expect("port in url");
-        let token = std::fs::read_to_string(home.path().join("token"))
-            .expect("token file")
-            .trim()
-            .to_string();
+        let token = home.token();
         let http = agentnotify::tls::plain_http_client()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(20))
             .build()
             .unwrap();
         TestDaemon {
-            child,
+            daemon,
             url,
             port,
             token,
             home,
-            user_home,
             http,
         }
     }
 
     /// Runs the `agentnotify` CLI against this daemon.
     pub fn cli(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args).stdin(Stdio::null());
-        isolate(&mut cmd, self.home.path(), self.user_home.path());
-        cmd.output().expect("run agentnotify")
+        self.home
+            .cmd(AGENTNOTIFY)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run agentnotify")
     }
 
     /// A bearer-authenticated call to the `/v1` API.
@@ -231,7 +203,7 @@ impl TestDaemon {
     pub fn exits_within(&mut self, within: Duration) -> bool {
         let deadline = std::time::Instant::now() + within;
         loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = self.daemon.child.try_wait() {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -243,29 +215,8 @@ impl TestDaemon {
 
     /// Stops the daemon (SIGTERM, so logs are flushed) and returns everything it logged.
     pub fn stop_and_read_logs(&mut self) -> String {
-        terminate(&mut self.child);
-        let mut all = String::new();
-        for dir in [
-            self.home.path().join("logs"),
-            self.home.path().to_path_buf(),
-        ] {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let p: PathBuf = e.path();
-                if p.extension().is_some_and(|x| x == "log") {
-                    all.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
-                }
-            }
-        }
-        all
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        terminate(&mut self.child);
+        terminate(&mut self.daemon.child);
+        self.home.logs()
     }
 }
 
@@ -287,20 +238,6 @@ fn terminate(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-fn isolate(cmd: &mut Command, home: &std::path::Path, user_home: &std::path::Path) {
-    for var in [
-        "AGENTNOTIFY_URL",
-        "AGENTNOTIFY_TOKEN",
-        "AGENTNOTIFY_PORT",
-        "XDG_CONFIG_HOME",
-        "XDG_DATA_HOME",
-        "XDG_STATE_HOME",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("AGENTNOTIFY_HOME", home).env("HOME", user_home);
 }
 
 async fn reply(res: reqwest::Response) -> Reply {
