@@ -6,37 +6,7 @@ use agentnotify::model::{AnswerSubmission, InteractionRequest, NotificationReque
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-const FIELDS: &[&str] = &[
-    "kind",
-    "prompt",
-    "choices",
-    "key",
-    "agent",
-    "agent_instance",
-    "project",
-    "session_id",
-    "turn_id",
-    "native_request_id",
-    "text_max_length",
-    "ttl_seconds",
-    "owner_lease",
-    "response_id",
-    "request_digest",
-    "nonce",
-    "choice_id",
-    "text",
-    "source",
-    "device_id",
-    "title",
-    "message",
-    "type",
-    "priority",
-    "metadata",
-    "interaction_id",
-    "id",
-    "label",
-    "detail",
-];
+use crate::support::BODY_FIELDS as FIELDS;
 
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![

@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{Api, Daemon, Home};
+use crate::support::{Api, Daemon, Home, BODY_FIELDS};
 
 /// Cycles of the crash loop; `AGENTNOTIFY_CRASH_CYCLES` scales it (the full run is 50+).
 fn crash_cycles() -> usize {
@@ -272,28 +272,6 @@ async fn random_bodies_never_get_a_500() {
     let id = target["id"].as_str().unwrap().to_string();
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let fields = [
-        "prompt",
-        "kind",
-        "choices",
-        "key",
-        "agent",
-        "project",
-        "session_id",
-        "ttl_seconds",
-        "text_max_length",
-        "owner_lease",
-        "response_id",
-        "request_digest",
-        "nonce",
-        "choice_id",
-        "text",
-        "source",
-        "device_id",
-        "title",
-        "message",
-        "metadata",
-    ];
     let cases: usize = std::env::var("AGENTNOTIFY_API_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -301,7 +279,7 @@ async fn random_bodies_never_get_a_500() {
     for n in 0..cases {
         let mut body = serde_json::Map::new();
         for _ in 0..rng.random_range(0..6) {
-            let f = fields[rng.random_range(0..fields.len())];
+            let f = BODY_FIELDS[rng.random_range(0..BODY_FIELDS.len())];
             let v = match rng.random_range(0..8) {
                 0 => Value::Null,
                 1 => json!(rng.random::<i64>()),

@@ -297,6 +297,39 @@ pub async fn assert_rate_limited(res: reqwest::Response) {
     assert_eq!(v["code"], "rate_limited");
 }
 
+/// Every field name the API's bodies know, for generators of hostile bodies.
+pub const BODY_FIELDS: &[&str] = &[
+    "kind",
+    "prompt",
+    "choices",
+    "key",
+    "agent",
+    "agent_instance",
+    "project",
+    "session_id",
+    "turn_id",
+    "native_request_id",
+    "text_max_length",
+    "ttl_seconds",
+    "owner_lease",
+    "response_id",
+    "request_digest",
+    "nonce",
+    "choice_id",
+    "text",
+    "source",
+    "device_id",
+    "title",
+    "message",
+    "type",
+    "priority",
+    "metadata",
+    "interaction_id",
+    "id",
+    "label",
+    "detail",
+];
+
 pub fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("hooks/fixtures")
