@@ -493,13 +493,17 @@ class ClaudeTests(HostTest):
         self.assertFalse(result.get("is_error"), result)
         self.assertTrue(pid_alive(broker), "the broker the hook started outlives the hook")
 
-    def test_write_then_edit(self) -> None:
-        path = "notes.txt"
+    def write_then_edit_world(self, path: str) -> tuple[World, subprocess.Popen[Any]]:
+        """Claude in print mode, scripted to write `path` and then edit it."""
         w = World(self, [])
         w.fake.script = write_then_edit(w.proj / path)
         w.install("claude")
         w.start_broker()
-        claude = w.claude_print()
+        return w, w.claude_print()
+
+    def test_write_then_edit(self) -> None:
+        path = "notes.txt"
+        w, claude = self.write_then_edit_world(path)
         write_q = w.question(claude)
         self.assertTrue(write_q["prompt"].startswith(f"Write {w.proj}/{path} (1 lines)?"),
                         write_q["prompt"])
@@ -520,11 +524,7 @@ class ClaudeTests(HostTest):
         """`allow-always` echoes Claude's own permission suggestions back as
         updatedPermissions; Claude applies them, so the next edit is not asked at all."""
         path = "notes.txt"
-        w = World(self, [])
-        w.fake.script = write_then_edit(w.proj / path)
-        w.install("claude")
-        w.start_broker()
-        claude = w.claude_print()
+        w, claude = self.write_then_edit_world(path)
         q = w.question(claude)
         always = next(c for c in q["choices"] if c["id"] == "allow-always")
         self.assertIn("acceptEdits", always["detail"])
