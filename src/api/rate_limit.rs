@@ -101,6 +101,11 @@ impl PerAddressLimiter {
         let now = Instant::now();
         if buckets.len() >= MAX_TRACKED_ADDRESSES && !buckets.contains_key(&addr) {
             buckets.retain(|_, b| !self.rate.refilled(b, now));
+            if buckets.len() >= MAX_TRACKED_ADDRESSES / 2 {
+                // Mostly busy addresses: start over rather than scan again for every new
+                // one (forgetting a bucket only refills it).
+                buckets.clear();
+            }
         }
         let bucket = buckets.entry(addr).or_insert_with(|| self.rate.full(now));
         self.rate.take(bucket, now)
