@@ -135,4 +135,17 @@ mod tests {
         assert_eq!(limiter.take(a), Err(1));
         assert!(limiter.take(b).is_ok(), "another client is not held back");
     }
+
+    #[test]
+    fn the_table_of_addresses_stays_bounded() {
+        let limiter = PerAddressLimiter::new(1, 1);
+        for i in 0..MAX_TRACKED_ADDRESSES as u32 {
+            // Each address spends its only token: all of them are busy.
+            let _ = limiter.take(IpAddr::from(i.to_be_bytes()));
+        }
+        let full = limiter.buckets.lock().unwrap().len();
+        assert_eq!(full, MAX_TRACKED_ADDRESSES);
+        assert!(limiter.take("10.0.0.1".parse().unwrap()).is_ok());
+        assert!(limiter.buckets.lock().unwrap().len() < MAX_TRACKED_ADDRESSES / 2);
+    }
 }
