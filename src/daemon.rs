@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api::{self, rate_limit::RateLimiter, Activity, ApiContext};
+use crate::api::{self, Activity, ApiContext};
 use crate::broker::{Broker, BrokerConfig, BrokerError};
 use crate::config::{Config, ConfigError, DEFAULT_PORT};
 use crate::model::Timestamp;
 use crate::paths::{Paths, PathsError};
+use agentnotify_http::rate_limit::RateLimiter;
 
 /// How the daemon was asked to run.
 #[derive(Debug, Clone, Default)]
@@ -124,8 +125,8 @@ pub async fn run(
         url: info.url.clone(),
         activity: Activity::default(),
         shutdown_requested,
-        ui: crate::ui::UiState::new(port),
-        relay: crate::relay::Relay::new(paths.clone(), Arc::clone(&broker)),
+        ui: crate::api::ui::UiState::new(port),
+        relay: crate::relay::RelayLink::new(paths.clone(), Arc::clone(&broker)),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));

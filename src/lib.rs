@@ -2,23 +2,24 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the layers and the invariants each one keeps.
 
+/// The data model (its own crate, `agentnotify-model`: pure, no I/O).
+pub use agentnotify_model as model;
+
 pub mod api;
 pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod device;
 pub mod fsutil;
 pub mod harness;
 pub mod hook;
 pub mod logging;
-pub mod model;
 pub mod paths;
 pub mod relay;
 pub mod secret;
 pub mod store;
-pub mod tls;
-pub mod ui;
 
 /// This build's version, reported by `/health` and `broker.json`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

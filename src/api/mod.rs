@@ -1,9 +1,10 @@
 //! The loopback HTTP API (SPEC §4): hyper 1.x, bearer auth, body cap, shared POST rate
 //! limit, `{"error","code"}` bodies. Handlers are thin: every rule lives in the broker.
 
-pub mod http;
-pub mod rate_limit;
+mod error;
+pub mod relay_routes;
 mod routes;
+pub mod ui;
 
 pub use routes::ROUTES;
 
@@ -11,16 +12,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use agentnotify_http::rate_limit::RateLimiter;
+use agentnotify_http::{accept_loop, serve_connection, ConnectionOptions};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::model::Timestamp;
 use crate::secret::Secret;
-use rate_limit::RateLimiter;
 
 /// Most connections served at once; enough for thousands of parked long-polls.
 pub const MAX_CONNECTIONS: usize = 16_384;
@@ -38,9 +37,9 @@ pub struct ApiContext {
     /// Set by `POST /v1/admin/shutdown`: the daemon exits once nothing is pending.
     pub shutdown_requested: watch::Sender<bool>,
     /// Sessions and live streams of the web UI (SPEC §9).
-    pub ui: crate::ui::UiState,
+    pub ui: ui::UiState,
     /// Publishing to and polling from Relays (SPEC §8).
-    pub relay: Arc<crate::relay::Relay>,
+    pub relay: Arc<crate::relay::RelayLink>,
 }
 
 /// Request bookkeeping for the on-demand broker's idle exit.
@@ -90,47 +89,20 @@ impl Drop for ActivityGuard<'_> {
 }
 
 /// Serves the API on a bound listener until `shutdown` turns true.
-pub async fn serve(
-    listener: TcpListener,
-    ctx: Arc<ApiContext>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = shutdown.changed() => return,
-        };
-        let (stream, _) = match accepted {
-            Ok(conn) => conn,
-            Err(e) => {
-                // Out of file descriptors and the like: back off briefly, keep serving.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::warn!("connection limit reached; refusing a connection");
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+pub async fn serve(listener: TcpListener, ctx: Arc<ApiContext>, shutdown: watch::Receiver<bool>) {
+    let connection = ConnectionOptions {
+        header_timeout: HEADER_TIMEOUT,
+        max_buf_size: 128 * 1024,
+    };
+    accept_loop(listener, MAX_CONNECTIONS, shutdown, move |stream, _peer| {
         let ctx = Arc::clone(&ctx);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let ctx = Arc::clone(&ctx);
-                async move {
-                    let _busy = ctx.activity.begin();
-                    Ok::<_, std::convert::Infallible>(routes::handle(&ctx, req).await)
-                }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .max_buf_size(128 * 1024)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = conn.await;
-            drop(permit);
-        });
-    }
+        serve_connection(stream, connection, move |req| {
+            let ctx = Arc::clone(&ctx);
+            async move {
+                let _busy = ctx.activity.begin();
+                routes::handle(&ctx, req).await
+            }
+        })
+    })
+    .await
 }

@@ -6,14 +6,14 @@ use hyper::body::Incoming;
 use hyper::{header, Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::http::{
-    json_response, parse_json, query, query_bool, query_int, query_str, read_body, ApiError,
-    ResBody,
-};
 use super::ApiContext;
 use crate::broker::{InteractionFilter, NotificationFilter};
 use crate::model::{
     AnswerSubmission, InteractionRequest, NotificationRequest, NotificationStatus, Status,
+};
+use agentnotify_http::{
+    json_response, parse_json, query, query_bool, query_int, query_str, read_body, ApiError,
+    ResBody,
 };
 
 // Every await in `route` is boxed: hyper keeps one handler future per connection, sized
@@ -57,7 +57,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         return only(&req, Method::GET).map(|_| health());
     }
     if segments.first() == Some(&"ui") {
-        return Ok(Box::pin(crate::ui::handle(ctx, req)).await);
+        return Ok(Box::pin(crate::api::ui::handle(ctx, req)).await);
     }
     if segments.first() != Some(&"v1") {
         return Err(ApiError::not_found(format!(
@@ -84,7 +84,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["ui", "link"] => {
             only(&req, Method::POST)?;
-            Ok(crate::ui::mint_link(ctx))
+            Ok(crate::api::ui::mint_link(ctx))
         }
         ["interactions"] => {
             only(&req, Method::GET)?;
@@ -140,16 +140,16 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["interactions", id, "publish"] => {
             only(&req, Method::POST)?;
-            Box::pin(crate::relay::api::publish(&ctx.relay, id)).await
+            Box::pin(crate::api::relay_routes::publish(&ctx.relay, id)).await
         }
         ["relay", "poll"] => {
             only(&req, Method::POST)?;
             let body = parse_json(&Box::pin(read_body(req)).await?, true)?;
-            Box::pin(crate::relay::api::poll(&ctx.relay, &body)).await
+            Box::pin(crate::api::relay_routes::poll(&ctx.relay, &body)).await
         }
         ["relay", "status"] => {
             only(&req, Method::GET)?;
-            Box::pin(crate::relay::api::status(&ctx.relay)).await
+            Box::pin(crate::api::relay_routes::status(&ctx.relay)).await
         }
         ["notifications"] => match *req.method() {
             Method::GET => Box::pin(list_notifications(&req, ctx)).await,

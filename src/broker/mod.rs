@@ -46,8 +46,6 @@ pub enum BrokerError {
     NotFound(&'static str),
     #[error(transparent)]
     Refused(#[from] AnswerRefusal),
-    #[error("relay publishing is not configured: add and enable a relay route first")]
-    RelayUnavailable,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -142,8 +140,36 @@ impl Broker {
 
     /// The store, for layers that keep their own durable records beside the broker's
     /// (the relay outbox). Answers never go through it: they go through [`Broker::respond`].
-    pub fn store(&self) -> &Store {
-        &self.core.store
+    /// Changes the outbox entry `id` under the broker's lock: `change` gets the stored entry
+    /// (if any) and returns what to store, or `None` to leave it as it is. Durable after
+    /// [`Broker::commit_outbox`].
+    pub fn update_outbox<T, F>(&self, id: &str, change: F) -> Result<()>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce(Option<T>) -> Option<T>,
+    {
+        let _state = self.lock();
+        if let Some(entry) = change(self.core.store.get_outbox(id)?) {
+            self.core.store.put_outbox(id, &entry)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the outbox entry `id` under the broker's lock.
+    pub fn remove_outbox(&self, id: &str) -> Result<()> {
+        let _state = self.lock();
+        self.core.store.remove_outbox(id)?;
+        Ok(())
+    }
+
+    /// Every outbox entry, in id order.
+    pub fn outbox_entries<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<T>> {
+        Ok(self.core.store.outbox_entries()?)
+    }
+
+    /// Makes every outbox change so far durable.
+    pub async fn commit_outbox(&self) -> Result<()> {
+        Ok(self.core.store.barrier().await?)
     }
 
     /// True while anything is pending or anyone is waiting (an on-demand broker stays up).
@@ -383,18 +409,23 @@ impl Broker {
     /// Removes terminal interactions and closed notifications last changed before `cutoff`.
     pub async fn prune(&self, cutoff: Timestamp) -> Result<Pruned> {
         let mut pruned = Pruned::default();
-        for record in self.core.store.all_interactions() {
-            let record = record?;
-            if record.status.is_terminal() && record.updated_at < cutoff {
-                self.core.store.remove_interaction(&record)?;
-                pruned.interactions += 1;
+        {
+            // Under the lock, like every other change: a record being settled or reused
+            // while it is removed would otherwise come back, or lose its change.
+            let _state = self.lock();
+            for record in self.core.store.all_interactions() {
+                let record = record?;
+                if record.status.is_terminal() && record.updated_at < cutoff {
+                    self.core.store.remove_interaction(&record)?;
+                    pruned.interactions += 1;
+                }
             }
-        }
-        for n in self.core.store.all_notifications() {
-            let n = n?;
-            if n.status != NotificationStatus::Active && n.updated_at < cutoff {
-                self.core.store.remove_notification(&n.id)?;
-                pruned.notifications += 1;
+            for n in self.core.store.all_notifications() {
+                let n = n?;
+                if n.status != NotificationStatus::Active && n.updated_at < cutoff {
+                    self.core.store.remove_notification(&n.id)?;
+                    pruned.notifications += 1;
+                }
             }
         }
         self.core.store.barrier().await?;
@@ -471,18 +502,5 @@ impl Core {
             self.reaper_wake.notify_one();
         }
         Ok(())
-    }
-}
-
-impl AnswerRefusal {
-    /// The machine-readable `code` of this refusal (SPEC §3.3).
-    pub fn code(&self) -> &'static str {
-        match self {
-            AnswerRefusal::AlreadyAnswered => "already_answered",
-            AnswerRefusal::NotPending(_) => "not_pending",
-            AnswerRefusal::DigestMismatch => "digest_mismatch",
-            AnswerRefusal::NonceMismatch => "nonce_mismatch",
-            AnswerRefusal::InvalidAnswer(_) => "invalid_answer",
-        }
     }
 }

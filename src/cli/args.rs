@@ -43,7 +43,7 @@ pub enum Command {
     Token(TokenArgs),
     /// Answer from a phone: relay providers and routes, the reference Relay, a device client.
     #[command(subcommand)]
-    Relay(crate::relay::cli::RelayCommand),
+    Relay(crate::cli::relay::RelayCommand),
 }
 
 #[derive(Debug, Args)]

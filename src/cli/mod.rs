@@ -3,6 +3,7 @@
 mod args;
 mod demo;
 mod output;
+pub mod relay;
 
 use std::ffi::OsString;
 
@@ -30,7 +31,7 @@ pub enum CliError {
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
     #[error(transparent)]
-    Relay(#[from] crate::relay::cli::RelayCliError),
+    Relay(#[from] crate::cli::relay::RelayCliError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -57,7 +58,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     let result = match cli.command {
         Command::Daemon(a) => run_daemon(a),
-        Command::Relay(crate::relay::cli::RelayCommand::Serve(a)) => run_relay_server(a),
+        Command::Relay(crate::cli::relay::RelayCommand::Serve(a)) => run_relay_server(a),
         other => {
             // Like any Unix filter: `agentnotify … | head` ends quietly on a closed pipe
             // (never the daemon, which must survive clients that hang up).
@@ -114,15 +115,15 @@ fn run_daemon(a: args::DaemonArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn run_relay_server(a: crate::relay::cli::ServeArgs) -> Result<(), CliError> {
+fn run_relay_server(a: agentnotify_relay::ServeArgs) -> Result<(), CliError> {
     let paths = Paths::from_env()?;
     let _log = crate::logging::init(&paths, "relay", "info");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Other(format!("cannot start the runtime: {e}")))?;
-    rt.block_on(crate::relay::cli::run(
-        crate::relay::cli::RelayCommand::Serve(a),
+    rt.block_on(crate::cli::relay::run(
+        crate::cli::relay::RelayCommand::Serve(a),
     ))?;
     Ok(())
 }
@@ -140,7 +141,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Demo(a) => demo::run(a).await,
         Command::Ui(a) => ui(a.print).await,
         Command::Status(a) => status(a.json).await,
-        Command::Relay(c) => Ok(crate::relay::cli::run(c).await?),
+        Command::Relay(c) => Ok(crate::cli::relay::run(c).await?),
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;

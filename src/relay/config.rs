@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::seal::KeyPair;
 use crate::model::{Interaction, Kind, Priority};
 use crate::paths::Paths;
+use agentnotify_relay_proto::seal::KeyPair;
 
 /// Seconds between polls of each provider while all is well.
 pub const DEFAULT_POLL_INTERVAL_SECONDS: u64 = 5;

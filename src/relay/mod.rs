@@ -1,4 +1,6 @@
-//! The phone path (SPEC §8): sealed questions out through a Relay, sealed answers back.
+//! The broker's link to Relays (SPEC §8): sealed questions out through a Relay, sealed
+//! answers back. The wire protocol itself is the `agentnotify-relay-proto` crate; the
+//! reference Relay server is `agentnotify-relay`.
 //!
 //! Invariants:
 //! - A question leaves only over an enabled route with `include_message = true`.
@@ -6,22 +8,12 @@
 //!   nothing here decides whether an answer is accepted.
 //! - Nothing here logs prompts, choices, answers, digests, nonces, tokens or keys.
 //!
-//! Files: `config` (providers, routes, secrets, installation key), `seal` (the box),
-//! `pairing` (device keys the Relay cannot forge), `wire` (JSON shapes), `client` (HTTP to a
-//! Relay), `outbox` (durable publishing with retries), `poller` (answers back, cursors),
-//! `server` (the reference Relay), `device` (the phone's side), `cli` (`agentnotify relay`).
+//! Files: `config` (providers, routes, secrets, installation key), `outbox` (durable
+//! publishing with retries), `poller` (answers back, cursors).
 
-pub mod api;
-pub mod cli;
-pub mod client;
 pub mod config;
-pub mod device;
 pub mod outbox;
-pub mod pairing;
 pub mod poller;
-pub mod seal;
-pub mod server;
-pub mod wire;
 
 use std::sync::Arc;
 
@@ -30,8 +22,9 @@ use tokio::sync::Notify;
 use crate::broker::{Broker, BrokerError};
 use crate::model::Status;
 use crate::paths::Paths;
+use agentnotify_relay_proto::client::{RelayClient, RelayClientError};
+use agentnotify_relay_proto::seal::{KeyPair, SealError};
 use config::{ProviderSecrets, RelayConfig, RelayConfigError};
-use seal::KeyPair;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
@@ -52,11 +45,11 @@ pub enum RelayError {
     #[error(transparent)]
     Broker(#[from] BrokerError),
     #[error(transparent)]
-    Client(#[from] client::RelayClientError),
+    Client(#[from] RelayClientError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("cannot seal for a device: {0}")]
-    Seal(#[from] seal::SealError),
+    Seal(#[from] SealError),
     #[error("cannot write {what}: {source}")]
     Io {
         what: String,
@@ -74,8 +67,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn client(&self) -> client::RelayClient {
-        client::RelayClient::new(
+    pub fn client(&self) -> RelayClient {
+        RelayClient::new(
             &self.provider.relay_url,
             Some(crate::secret::Secret::new(
                 self.secrets.installation_token.clone(),
@@ -86,7 +79,7 @@ impl Endpoint {
 
 /// The broker's relay side: publishing and polling. Settings are re-read from disk on each
 /// use, so `agentnotify relay …` changes apply to a running broker without a restart.
-pub struct Relay {
+pub struct RelayLink {
     paths: Paths,
     broker: Arc<Broker>,
     dispatch_wake: Notify,
@@ -94,14 +87,18 @@ pub struct Relay {
     poll_lock: tokio::sync::Mutex<()>,
 }
 
-impl Relay {
-    pub fn new(paths: Paths, broker: Arc<Broker>) -> Arc<Relay> {
-        Arc::new(Relay {
+impl RelayLink {
+    pub fn new(paths: Paths, broker: Arc<Broker>) -> Arc<RelayLink> {
+        Arc::new(RelayLink {
             paths,
             broker,
             dispatch_wake: Notify::new(),
             poll_lock: tokio::sync::Mutex::new(()),
         })
+    }
+
+    pub fn broker(&self) -> &Broker {
+        &self.broker
     }
 
     pub fn config(&self) -> Result<RelayConfig, RelayError> {
@@ -132,10 +129,4 @@ impl Relay {
         tokio::spawn(outbox::run_dispatcher(Arc::clone(self)));
         tokio::spawn(poller::run_poller(Arc::clone(self)));
     }
-}
-
-/// `POST /v1/interactions/{id}/publish`: (re-)sends a question to every matching route.
-/// Returns how many providers it was queued for.
-pub async fn publish(relay: &Relay, id: &str) -> Result<usize, RelayError> {
-    outbox::enqueue(relay, id, true).await
 }

@@ -12,10 +12,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::wire::{question_event_id, Envelope, QuestionPayload};
-use super::{pairing, seal, Relay, RelayError};
+use super::{RelayError, RelayLink};
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::{Interaction, Status, Timestamp};
+use agentnotify_relay_proto::wire::{question_event_id, Envelope, QuestionPayload};
+use agentnotify_relay_proto::{pairing, seal};
 
 /// Longest wait between two delivery attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
@@ -40,7 +41,7 @@ pub fn outbox_id(interaction_id: &str, provider: &str) -> String {
 
 /// Queues `id` for every provider whose routes carry it. `force` (manual publish) also
 /// re-sends to providers it was already delivered to and makes waiting entries due now.
-pub async fn enqueue(relay: &Relay, id: &str, force: bool) -> Result<usize, RelayError> {
+pub async fn enqueue(relay: &RelayLink, id: &str, force: bool) -> Result<usize, RelayError> {
     let record = relay.broker.get(id).await?;
     let cfg = relay.config()?;
     if cfg.publishing_providers().is_empty() {
@@ -49,30 +50,30 @@ pub async fn enqueue(relay: &Relay, id: &str, force: bool) -> Result<usize, Rela
     if record.status != Status::Pending {
         return Err(RelayError::NotPending(record.status));
     }
-    let store = relay.broker.store();
     let now = Timestamp::now();
     let providers = cfg.providers_for(&record);
     for p in &providers {
         let oid = outbox_id(&record.id, &p.id);
-        let entry = match store.get_outbox::<OutboxEntry>(&oid)? {
-            Some(_) if !force => continue,
-            Some(mut e) => {
-                e.next_attempt_at = now;
-                e
-            }
-            None => OutboxEntry {
-                id: oid,
-                interaction_id: record.id.clone(),
-                provider: p.id.clone(),
-                attempts: 0,
-                next_attempt_at: now,
-                created_at: now,
-                last_error: None,
-            },
-        };
-        store.put_outbox(&entry.id, &entry)?;
+        relay
+            .broker
+            .update_outbox::<OutboxEntry, _>(&oid, |stored| match stored {
+                Some(_) if !force => None,
+                Some(mut e) => {
+                    e.next_attempt_at = now;
+                    Some(e)
+                }
+                None => Some(OutboxEntry {
+                    id: oid.clone(),
+                    interaction_id: record.id.clone(),
+                    provider: p.id.clone(),
+                    attempts: 0,
+                    next_attempt_at: now,
+                    created_at: now,
+                    last_error: None,
+                }),
+            })?;
     }
-    store.barrier().await?;
+    relay.broker.commit_outbox().await?;
     relay.dispatch_wake.notify_one();
     tracing::info!(
         id,
@@ -84,7 +85,7 @@ pub async fn enqueue(relay: &Relay, id: &str, force: bool) -> Result<usize, Rela
 }
 
 /// Background task: queues every new question (the broker's "pending" event).
-pub async fn run_publisher(relay: Arc<Relay>) {
+pub async fn run_publisher(relay: Arc<RelayLink>) {
     let mut events = relay.broker.subscribe();
     loop {
         match events.recv().await {
@@ -113,7 +114,7 @@ pub async fn run_publisher(relay: Arc<Relay>) {
     }
 }
 
-async fn auto_enqueue(relay: &Relay, id: &str) {
+async fn auto_enqueue(relay: &RelayLink, id: &str) {
     match enqueue(relay, id, false).await {
         Ok(_) | Err(RelayError::Unavailable) | Err(RelayError::NotPending(_)) => {}
         Err(RelayError::Broker(BrokerError::NotFound(_))) => {}
@@ -122,7 +123,7 @@ async fn auto_enqueue(relay: &Relay, id: &str) {
 }
 
 /// Background task: delivers due outbox entries; failures back off exponentially.
-pub async fn run_dispatcher(relay: Arc<Relay>) {
+pub async fn run_dispatcher(relay: Arc<RelayLink>) {
     loop {
         let next = match dispatch_due(&relay).await {
             Ok(next) => next,
@@ -142,17 +143,16 @@ pub async fn run_dispatcher(relay: Arc<Relay>) {
 }
 
 /// Tries every due entry once; returns when the next one falls due.
-async fn dispatch_due(relay: &Relay) -> Result<Option<Timestamp>, RelayError> {
-    let store = relay.broker.store();
+async fn dispatch_due(relay: &RelayLink) -> Result<Option<Timestamp>, RelayError> {
     let mut next: Option<Timestamp> = None;
-    for mut entry in store.outbox_entries::<OutboxEntry>()? {
+    for mut entry in relay.broker.outbox_entries::<OutboxEntry>()? {
         if entry.next_attempt_at > Timestamp::now() {
             next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
             continue;
         }
         match deliver(relay, &entry).await {
             Ok(devices) => {
-                store.remove_outbox(&entry.id)?;
+                relay.broker.remove_outbox(&entry.id)?;
                 tracing::info!(
                     id = %entry.interaction_id,
                     provider = %entry.provider,
@@ -166,7 +166,11 @@ async fn dispatch_due(relay: &Relay) -> Result<Option<Timestamp>, RelayError> {
                 let wait = backoff(entry.attempts, Duration::from_secs(1));
                 entry.next_attempt_at = Timestamp::now() + wait;
                 entry.last_error = Some(e.to_string());
-                store.put_outbox(&entry.id, &entry)?;
+                // Only while it is still queued: a concurrent removal stays removed.
+                let failed = entry.clone();
+                relay
+                    .broker
+                    .update_outbox::<OutboxEntry, _>(&entry.id, |stored| stored.map(|_| failed))?;
                 next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
                 tracing::warn!(
                     id = %entry.interaction_id,
@@ -178,7 +182,7 @@ async fn dispatch_due(relay: &Relay) -> Result<Option<Timestamp>, RelayError> {
                 );
             }
         }
-        store.barrier().await?;
+        relay.broker.commit_outbox().await?;
     }
     Ok(next)
 }
@@ -195,7 +199,7 @@ pub fn backoff(failures: u32, base: Duration) -> Duration {
 /// Seals the question for each vouched-for device of the provider and stores it there.
 /// Returns how many devices got it. A question no longer pending or no longer covered by
 /// a route is dropped (Ok) rather than sent.
-async fn deliver(relay: &Relay, entry: &OutboxEntry) -> Result<usize, RelayError> {
+async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
     let record = match relay.broker.get(&entry.interaction_id).await {
         Ok(r) if r.status == Status::Pending => r,
         Ok(_) | Err(BrokerError::NotFound(_)) => return Ok(0),

@@ -15,10 +15,13 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::outbox::backoff;
-use super::wire::{answer_event_id, AnswerPayload, AnswerPost, AnswerResult, CONTRACT_VERSION};
-use super::{seal, Endpoint, Relay, RelayError};
+use super::{Endpoint, RelayError, RelayLink};
 use crate::broker::BrokerError;
 use crate::model::{AnswerSubmission, Timestamp};
+use agentnotify_relay_proto::seal;
+use agentnotify_relay_proto::wire::{
+    answer_event_id, AnswerPayload, AnswerPost, AnswerResult, CONTRACT_VERSION,
+};
 
 /// What one poll of one provider did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -54,14 +57,14 @@ fn refused(code: &str, message: impl Into<String>) -> Fate {
 /// Cursor per provider, as stored in `relay_response_cursors.json`.
 pub type Cursors = BTreeMap<String, String>;
 
-pub fn load_cursors(relay: &Relay) -> Cursors {
+pub fn load_cursors(relay: &RelayLink) -> Cursors {
     std::fs::read(relay.paths.relay_cursors_file())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()
 }
 
-fn save_cursors(relay: &Relay, cursors: &Cursors) -> Result<(), RelayError> {
+fn save_cursors(relay: &RelayLink, cursors: &Cursors) -> Result<(), RelayError> {
     let bytes = serde_json::to_vec_pretty(cursors).expect("a map of strings serialises");
     crate::fsutil::write_atomic(&relay.paths.relay_cursors_file(), &bytes, 0o600).map_err(
         |source| RelayError::Io {
@@ -74,7 +77,7 @@ fn save_cursors(relay: &Relay, cursors: &Cursors) -> Result<(), RelayError> {
 /// Polls one provider, or every enabled one. Errors only when nothing could be polled;
 /// per-provider failures of a multi-provider poll are returned in the list.
 pub async fn poll(
-    relay: &Relay,
+    relay: &RelayLink,
     provider: Option<&str>,
 ) -> Result<Vec<(String, Result<PollReport, RelayError>)>, RelayError> {
     let cfg = relay.config()?;
@@ -107,7 +110,10 @@ pub async fn poll(
 }
 
 /// One poll of one provider; the cursor moves only if the whole batch was processed.
-pub async fn poll_provider(relay: &Relay, endpoint: &Endpoint) -> Result<PollReport, RelayError> {
+pub async fn poll_provider(
+    relay: &RelayLink,
+    endpoint: &Endpoint,
+) -> Result<PollReport, RelayError> {
     let _one_at_a_time = relay.poll_lock.lock().await;
     let id = endpoint.provider.id.clone();
     let client = endpoint.client();
@@ -172,7 +178,7 @@ fn short(id: &str) -> String {
 /// Opens and checks one answer and hands it to the broker. `Err` only for failures that
 /// must stop the batch (the broker could not store); every verdict is a [`Fate`].
 pub async fn apply(
-    relay: &Relay,
+    relay: &RelayLink,
     endpoint: &Endpoint,
     answer: &AnswerPost,
 ) -> Result<Fate, RelayError> {
@@ -257,7 +263,7 @@ pub async fn apply(
 
 /// Background task: polls every enabled provider every `poll_interval_seconds`; a failing
 /// provider backs off exponentially (with jitter) up to two minutes, independently.
-pub async fn run_poller(relay: Arc<Relay>) {
+pub async fn run_poller(relay: Arc<RelayLink>) {
     let mut failures: HashMap<String, u32> = HashMap::new();
     let mut due: HashMap<String, Timestamp> = HashMap::new();
     loop {

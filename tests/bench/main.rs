@@ -116,7 +116,7 @@ impl Api {
         Api {
             url: b.url.clone(),
             token: b.token.clone(),
-            http: agentnotify::tls::plain_http_client()
+            http: agentnotify_relay_proto::tls::plain_http_client()
                 .pool_max_idle_per_host(20_000)
                 .build()
                 .unwrap(),
@@ -367,7 +367,9 @@ async fn bench_hook_cold(n: usize) -> Vec<Duration> {
         let api = Api {
             url: info["url"].as_str().unwrap().to_string(),
             token,
-            http: agentnotify::tls::plain_http_client().build().unwrap(),
+            http: agentnotify_relay_proto::tls::plain_http_client()
+                .build()
+                .unwrap(),
         };
         visible(&api, &session).await;
         out.push(started.elapsed());

@@ -76,7 +76,7 @@ impl Driver {
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let http = agentnotify::tls::plain_http_client()
+        let http = agentnotify_relay_proto::tls::plain_http_client()
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap();
@@ -366,7 +366,7 @@ impl Drop for Driver {
                     .build();
                 if let Ok(rt) = rt {
                     rt.block_on(async {
-                        let c = agentnotify::tls::plain_http_client().build();
+                        let c = agentnotify_relay_proto::tls::plain_http_client().build();
                         if let Ok(c) = c {
                             let _ = c.delete(url).timeout(Duration::from_secs(10)).send().await;
                         }

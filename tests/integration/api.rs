@@ -435,7 +435,9 @@ async fn lists_filter_and_sort_newest_first() {
 async fn every_v1_route_needs_the_bearer_token() {
     let home = Home::new();
     let d = Daemon::start(&home, &[]);
-    let http = agentnotify::tls::plain_http_client().build().unwrap();
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .build()
+        .unwrap();
     let id = "0123456789abcdef0123456789abcdef";
     let routes = [
         ("POST", "/v1/interactions/request".to_string()),
@@ -505,7 +507,7 @@ async fn oversized_bodies_get_413_and_post_floods_get_429_with_retry_after() {
     let api = d.api(&home);
     // On a connection of its own: the server closes it after refusing the unread body, and
     // a pooled client could otherwise reuse it for the flood below as it closes.
-    let once = agentnotify::tls::plain_http_client()
+    let once = agentnotify_relay_proto::tls::plain_http_client()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentnotify::relay::device::{Answer, Device};
+use agentnotify::device::{Answer, Device};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -91,7 +91,9 @@ impl Proxy {
         let upstream = upstream.to_string();
         let m = Arc::clone(&mode);
         tokio::spawn(async move {
-            let http = agentnotify::tls::plain_http_client().build().unwrap();
+            let http = agentnotify_relay_proto::tls::plain_http_client()
+                .build()
+                .unwrap();
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
@@ -637,7 +639,7 @@ async fn relay_results_fail_then_the_batch_is_replayed_exactly_once() {
     );
     // Replaying the same sealed answer at the relay is refused as a duplicate.
     match phone.send(&post).await {
-        Err(agentnotify::relay::device::DeviceError::Refused { code, .. }) => {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "duplicate_response")
         }
         other => panic!("replay accepted: {other:?}"),
@@ -670,7 +672,7 @@ async fn relay_refusals_advance_the_cursor_and_reach_the_device() {
     let mut post = phone.seal(&other, &question.expires_at);
     post.installation_id = other.installation_id.clone();
     match phone.send(&post).await {
-        Err(agentnotify::relay::device::DeviceError::Refused { code, .. }) => {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "wrong_installation")
         }
         other => panic!("wrong installation accepted: {other:?}"),
@@ -691,7 +693,7 @@ async fn relay_refusals_advance_the_cursor_and_reach_the_device() {
         ("r-bogus", "invalid_answer"),
     ] {
         match phone.verdict(rid, Duration::from_secs(5)).await {
-            Err(agentnotify::relay::device::DeviceError::Refused { code, .. }) => {
+            Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
                 assert_eq!(code, why)
             }
             other => panic!("{rid}: {other:?}"),
@@ -712,7 +714,7 @@ async fn relay_refusals_advance_the_cursor_and_reach_the_device() {
     assert_eq!(s.status(id).await["response"]["choice_id"], "deny");
     let late = phone.payload(&question, "r-late", &Answer::Choice("allow-once".into()));
     match phone.send(&phone.seal(&late, &question.expires_at)).await {
-        Err(agentnotify::relay::device::DeviceError::Refused { code, .. }) => {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "already_answered")
         }
         other => panic!("second answer accepted: {other:?}"),
@@ -765,7 +767,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
         &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
     )
     .unwrap();
-    let inst = agentnotify::relay::client::RelayClient::new(
+    let inst = agentnotify_relay_proto::client::RelayClient::new(
         &s.relay.url,
         Some(agentnotify::secret::Secret::new(
             secrets["home"]["installation_token"].as_str().unwrap(),
@@ -816,7 +818,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
     );
     assert_eq!(s.status(id).await["status"], "pending");
     match phone.verdict("t-000", Duration::from_secs(5)).await {
-        Err(agentnotify::relay::device::DeviceError::Refused { code, .. }) => {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "unsealable")
         }
         other => panic!("{other:?}"),
@@ -926,7 +928,7 @@ async fn relay_server_http_contract() {
     let relay = RelayProc::start(&home);
     // No pooled connections: a server closes the connection after refusing a body it did
     // not read (413), and reusing it would race that close.
-    let http = agentnotify::tls::plain_http_client()
+    let http = agentnotify_relay_proto::tls::plain_http_client()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
@@ -1046,7 +1048,7 @@ async fn relay_answer_to_an_expired_question_is_refused_with_the_reason() {
         &question.expires_at,
     );
     match phone.send(&post).await {
-        Err(agentnotify::relay::device::DeviceError::Refused { code, message }) => {
+        Err(agentnotify::device::DeviceError::Refused { code, message }) => {
             assert_eq!(code, "question_expired", "{message}")
         }
         other => panic!("expired answer accepted: {other:?}"),
@@ -1169,7 +1171,7 @@ async fn relay_limits_each_client_address_on_its_own() {
         ],
     );
     let from = |source: &str| {
-        agentnotify::tls::plain_http_client()
+        agentnotify_relay_proto::tls::plain_http_client()
             .local_address(source.parse::<std::net::IpAddr>().ok())
             .build()
             .unwrap()

@@ -184,7 +184,7 @@ impl Api {
             url: url.trim_end_matches('/').to_string(),
             token: token.to_string(),
             // Below the broker's 10 s keep-alive header timeout (see client::Client::new).
-            http: agentnotify::tls::plain_http_client()
+            http: agentnotify_relay_proto::tls::plain_http_client()
                 .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),

@@ -53,7 +53,7 @@ impl TestDaemon {
             .and_then(|p| p.parse().ok())
             .expect("port in url");
         let token = home.token();
-        let http = agentnotify::tls::plain_http_client()
+        let http = agentnotify_relay_proto::tls::plain_http_client()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(20))
             .build()

@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::wire::{AnswerBatch, AnswerPost, AnswerResult, DeviceInfo, Envelope};
-use crate::secret::Secret;
+use crate::wire::{AnswerBatch, AnswerPost, AnswerResult, DeviceInfo, Envelope};
+use agentnotify_model::secret::Secret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RelayClientError {

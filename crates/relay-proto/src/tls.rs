@@ -4,7 +4,7 @@
 //! Every reqwest client is built from here: with rustls compiled in, reqwest needs either a
 //! process-wide crypto provider or a ready configuration. Plain-HTTP clients get a
 //! configuration with no roots at all; only clients of an `https://` Relay load the system's
-//! CA store. (The broker's own loopback client, `crate::client`, is not reqwest at all.)
+//! CA store. (The broker's own loopback client is not reqwest at all.)
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};

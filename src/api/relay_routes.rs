@@ -1,12 +1,12 @@
 //! The broker's relay routes: `POST /v1/interactions/{id}/publish`, `POST /v1/relay/poll`,
-//! `GET /v1/relay/status`. Thin: they call [`super::outbox`] and [`super::poller`].
+//! `GET /v1/relay/status`. Thin: they call the relay link's outbox and poller.
 
 use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::outbox::OutboxEntry;
-use super::{poller, Relay, RelayError};
-use crate::api::http::{json_response, ApiError, ResBody};
+use crate::relay::outbox::OutboxEntry;
+use crate::relay::{poller, RelayError, RelayLink};
+use agentnotify_http::{json_response, ApiError, ResBody};
 
 impl From<RelayError> for ApiError {
     fn from(e: RelayError) -> ApiError {
@@ -43,8 +43,8 @@ impl From<RelayError> for ApiError {
     }
 }
 
-pub async fn publish(relay: &Relay, id: &str) -> Result<Response<ResBody>, ApiError> {
-    let n = super::publish(relay, id).await?;
+pub async fn publish(relay: &RelayLink, id: &str) -> Result<Response<ResBody>, ApiError> {
+    let n = crate::relay::outbox::enqueue(relay, id, true).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"id": id, "published": n}),
@@ -52,7 +52,7 @@ pub async fn publish(relay: &Relay, id: &str) -> Result<Response<ResBody>, ApiEr
 }
 
 /// One poll by hand: `{"provider": "…"}` or every enabled provider.
-pub async fn poll(relay: &Relay, body: &Value) -> Result<Response<ResBody>, ApiError> {
+pub async fn poll(relay: &RelayLink, body: &Value) -> Result<Response<ResBody>, ApiError> {
     let provider = match body.get("provider") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
@@ -81,13 +81,9 @@ pub async fn poll(relay: &Relay, body: &Value) -> Result<Response<ResBody>, ApiE
 }
 
 /// Outbox entries and cursors: what is still to be delivered, and how far polling got.
-pub async fn status(relay: &Relay) -> Result<Response<ResBody>, ApiError> {
+pub async fn status(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
     let cfg = relay.config()?;
-    let outbox: Vec<OutboxEntry> = relay
-        .broker
-        .store()
-        .outbox_entries()
-        .map_err(RelayError::from)?;
+    let outbox: Vec<OutboxEntry> = relay.broker().outbox_entries().map_err(RelayError::from)?;
     let cursors = poller::load_cursors(relay);
     let providers: Vec<Value> = cfg
         .providers

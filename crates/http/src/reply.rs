@@ -1,4 +1,4 @@
-//! HTTP plumbing shared by the handlers: bodies, JSON replies, errors, query strings.
+//! Bodies, JSON replies, `{"error","code"}` errors and query strings.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -9,9 +9,6 @@ use hyper::body::Incoming;
 use hyper::{header, Request, Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::broker::BrokerError;
-use crate::model::interaction::AnswerRefusal;
 
 /// Response body type of every route (boxed so streaming routes fit too).
 pub type ResBody = BoxBody<Bytes, Infallible>;
@@ -70,33 +67,6 @@ impl ApiError {
                 .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
         }
         res
-    }
-}
-
-impl From<BrokerError> for ApiError {
-    fn from(e: BrokerError) -> ApiError {
-        match e {
-            BrokerError::Invalid(msg) => ApiError::bad_request(msg.0),
-            BrokerError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
-            BrokerError::Refused(why) => {
-                let status = match why {
-                    AnswerRefusal::AlreadyAnswered => StatusCode::CONFLICT,
-                    _ => StatusCode::BAD_REQUEST,
-                };
-                ApiError::new(status, why.code(), why.to_string())
-            }
-            BrokerError::RelayUnavailable => {
-                ApiError::new(StatusCode::BAD_REQUEST, "relay_unavailable", e.to_string())
-            }
-            BrokerError::Store(err) => {
-                tracing::error!(error = %err, "storage failure");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "the broker could not store the change; nothing was changed",
-                )
-            }
-        }
     }
 }
 

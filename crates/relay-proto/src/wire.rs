@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Choice, Interaction, Kind};
+use agentnotify_model::{Choice, Interaction, Kind};
 
 /// `contract_version` of every payload and answer.
 pub const CONTRACT_VERSION: &str = "1";

@@ -1,10 +1,11 @@
-//! The data model: interactions, responses and notifications, their validation and the
+//! The data model of agentnotify: interactions, responses and notifications, their validation and the
 //! request digest. Pure: no I/O, no HTTP, no storage.
 
 pub mod digest;
 pub mod fields;
 pub mod interaction;
 pub mod notification;
+pub mod secret;
 pub mod time;
 
 pub use fields::Invalid;

@@ -11,14 +11,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::client::{RelayClient, RelayClientError};
-use super::pairing::{self, PairingCode, PairingError};
-use super::seal::{self, KeyPair, SealError};
-use super::wire::{
+use crate::secret::Secret;
+use agentnotify_relay_proto::client::{RelayClient, RelayClientError};
+use agentnotify_relay_proto::pairing::{self, PairingCode, PairingError};
+use agentnotify_relay_proto::seal::{self, KeyPair, SealError};
+use agentnotify_relay_proto::wire::{
     answer_event_id, question_event_id, AnswerPayload, AnswerPost, AnswerResult, Envelope,
     QuestionPayload, QuestionView, CONTRACT_VERSION, INTERACTION_REQUEST,
 };
-use crate::secret::Secret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {

@@ -21,11 +21,11 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use crate::api::http::{full, json_response, parse_json, query, read_body, ApiError, ResBody};
 use crate::api::ApiContext;
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::interaction::AnswerRefusal;
 use crate::model::{AnswerSubmission, Interaction, Status, Timestamp};
+use agentnotify_http::{full, json_response, parse_json, query, read_body, ApiError, ResBody};
 use events::StreamCounter;
 use session::Sessions;
 use view::InteractionView;

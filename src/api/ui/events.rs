@@ -14,9 +14,9 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Frame};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::http::ResBody;
 use crate::broker::Event;
 use crate::model::Timestamp;
+use agentnotify_http::ResBody;
 
 /// How often an idle stream sends a comment line.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);

@@ -343,6 +343,19 @@ pub enum AnswerRefusal {
     InvalidAnswer(String),
 }
 
+impl AnswerRefusal {
+    /// The machine-readable `code` of this refusal (SPEC §3.3).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AnswerRefusal::AlreadyAnswered => "already_answered",
+            AnswerRefusal::NotPending(_) => "not_pending",
+            AnswerRefusal::DigestMismatch => "digest_mismatch",
+            AnswerRefusal::NonceMismatch => "nonce_mismatch",
+            AnswerRefusal::InvalidAnswer(_) => "invalid_answer",
+        }
+    }
+}
+
 /// What the answer rules decide for one submission.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {

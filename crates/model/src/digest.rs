@@ -63,7 +63,7 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    const VECTORS: &str = include_str!("../../tests/data/digest.json");
+    const VECTORS: &str = include_str!("../../../tests/data/digest.json");
 
     #[test]
     fn matches_the_published_vectors() {

@@ -1,22 +1,18 @@
 //! `agentnotify relay …`: set up providers and routes, run the reference Relay, and play
 //! the phone with `relay device …`.
 
-use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use super::client::RelayClient;
-use super::config::{self, Provider, RelayConfig, Route};
-use super::device::{Answer, Device, DeviceError};
-use super::pairing::{self, PairingCode};
-use super::server::{self, ServeOptions};
-use crate::paths::Paths;
+use crate::device::{Answer, Device, DeviceError};
+use crate::relay::config::{self, Provider, RelayConfig, Route};
+use agentnotify_relay_proto::client::RelayClient;
+use agentnotify_relay_proto::pairing::{self, PairingCode};
 
-/// Default port of `relay serve` (0 = ephemeral).
-pub const DEFAULT_RELAY_PORT: u16 = 47822;
+use crate::paths::Paths;
 
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Setup in short (see docs/RELAY.md):\n  \
@@ -28,7 +24,7 @@ agentnotify relay device inbox\n  \
 agentnotify relay device answer ID --choice allow-once")]
 pub enum RelayCommand {
     /// Run the reference Relay server (HTTPS with --tls-cert/--tls-key, else plain HTTP).
-    Serve(ServeArgs),
+    Serve(agentnotify_relay::ServeArgs),
     /// Register this installation with a Relay and add a route to it.
     Add(AddArgs),
     /// Show providers and numbered routes.
@@ -62,31 +58,6 @@ pub struct JsonArg {
 pub struct ProviderArg {
     /// The provider id.
     pub id: String,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Port to listen on (0 = ephemeral; the URL is printed on the first line).
-    #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
-    pub port: u16,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind: IpAddr,
-    /// Folder for the Relay's own database (default: `relay/` in the data dir).
-    #[arg(long, value_name = "DIR")]
-    pub data: Option<PathBuf>,
-    /// Serve HTTPS with this certificate chain (PEM, leaf first). Needs --tls-key.
-    #[arg(long, value_name = "PEM", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The private key for --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Requests per second each client address may make, sustained (beyond: 429).
-    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rate_limit: u32,
-    /// Requests each client address may make in a burst.
-    #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rate_burst: u32,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -223,11 +194,9 @@ pub enum RelayCliError {
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
     #[error(transparent)]
-    Server(#[from] server::RelayServerError),
+    Serve(#[from] agentnotify_relay::cli::ServeError),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
-    #[error(transparent)]
-    Relay(#[from] super::client::RelayClientError),
+    Relay(#[from] agentnotify_relay_proto::client::RelayClientError),
     #[error(transparent)]
     Device(#[from] DeviceError),
     #[error(transparent)]
@@ -248,22 +217,11 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
     let config_file = paths.config_file();
     match cmd {
         RelayCommand::Serve(a) => {
-            let data_dir = a.data.unwrap_or_else(|| paths.data_dir.join("relay"));
-            let tls = match (&a.tls_cert, &a.tls_key) {
-                (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
-                _ => None,
-            };
-            let opts = ServeOptions {
-                addr: SocketAddr::new(a.bind, a.port),
-                data_dir,
-                tls,
-                rate_per_second: a.rate_limit,
-                rate_burst: a.rate_burst,
-            };
-            server::run(opts, |url| {
-                println!("agentnotify relay listening on {url}");
-            })
-            .await?;
+            let data_dir = a
+                .data
+                .clone()
+                .unwrap_or_else(|| paths.data_dir.join("relay"));
+            a.run(data_dir).await?;
         }
         RelayCommand::Add(a) => add(&paths, a).await?,
         RelayCommand::List(a) => {
@@ -302,7 +260,7 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
             config::save_secrets(&paths, &secrets)?;
             let cursors_file = paths.relay_cursors_file();
             if let Ok(bytes) = std::fs::read(&cursors_file) {
-                let mut cursors: super::poller::Cursors =
+                let mut cursors: crate::relay::poller::Cursors =
                     serde_json::from_slice(&bytes).unwrap_or_default();
                 if cursors.remove(&p.id).is_some() {
                     let bytes = serde_json::to_vec_pretty(&cursors).expect("strings serialise");

@@ -48,7 +48,7 @@ impl PairingCode {
 
 /// A fresh pairing secret (32 random bytes, base64url).
 pub fn new_secret() -> String {
-    crate::secret::random_b64url(32)
+    agentnotify_model::secret::random_b64url(32)
 }
 
 /// The token that lets a phone register at the Relay; derived so it reveals nothing of

@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn matches_the_committed_vectors() {
         let file: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/data/seal-vectors.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/seal-vectors.json")).unwrap();
         let b64 = |v: &serde_json::Value| URL_SAFE_NO_PAD.decode(v.as_str().unwrap()).unwrap();
         let vectors = file["vectors"].as_array().unwrap();
         assert!(vectors.len() >= 3);

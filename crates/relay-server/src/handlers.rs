@@ -1,0 +1,479 @@
+//! The reference Relay's handlers, one per route: check the caller and the body, change the
+//! store under its write lock, flush, reply. None of them judges an answer (the broker does).
+
+use agentnotify_http::{json_response, parse_json, query, query_int, read_body, ApiError, ResBody};
+use agentnotify_model::secret::constant_time_eq;
+use agentnotify_model::{is_id, Timestamp};
+use agentnotify_relay_proto::wire::{
+    question_event_id, AnswerBatch, AnswerPost, AnswerResult, DeviceInfo, Envelope,
+    CONTRACT_VERSION,
+};
+use hyper::body::Incoming;
+use hyper::{header, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::store::{
+    decode_cursor, encode_cursor, get, key2, put, sha256_hex, AnswerRecord, InstallationRecord,
+    RelayServer, StoreFail,
+};
+
+pub(crate) type Handled = Result<Response<ResBody>, ApiError>;
+
+pub(crate) fn forbidden(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, code, message)
+}
+
+pub(crate) fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, code, message)
+}
+
+pub(crate) fn require_json(req: &Request<Incoming>) -> Result<(), ApiError> {
+    let ok = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "POST bodies must be JSON (Content-Type: application/json)",
+        ))
+    }
+}
+
+/// Reads a JSON body into `T`; a wrong shape is a 400 naming the problem.
+async fn body<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let value = parse_json(&read_body(req).await?, false)?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
+}
+
+fn check_len(name: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
+    let n = value.chars().count();
+    if n < min || n > max {
+        return Err(ApiError::bad_request(format!(
+            "{name} must be {min}-{max} characters"
+        )));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct InstallationBody {
+    pairing_token: String,
+}
+
+pub(crate) async fn register_installation(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let b: InstallationBody = body(req).await?;
+    check_len("pairing_token", &b.pairing_token, 16, 200)?;
+    let _w = s.write.lock().await;
+    let id = agentnotify_model::new_id();
+    put(
+        &s.installations,
+        id.as_bytes(),
+        &InstallationRecord {
+            id: id.clone(),
+            pairing_token_sha256: sha256_hex(b.pairing_token.as_bytes()),
+            created_at: Timestamp::now(),
+        },
+    )?;
+    let token = s.mint_token("installation", &id)?;
+    s.commit().await?;
+    tracing::info!(installation = %id, "installation registered");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"installation_id": id, "installation_token": token}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct DeviceBody {
+    installation_id: String,
+    pairing_token: String,
+    public_key: String,
+    #[serde(default)]
+    name: Option<String>,
+    proof: String,
+}
+
+pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let b: DeviceBody = body(req).await?;
+    check_len("proof", &b.proof, 1, 200)?;
+    let name = b.name.unwrap_or_else(|| "device".into());
+    check_len("name", &name, 1, 100)?;
+    agentnotify_relay_proto::seal::decode_key(&b.public_key)
+        .map_err(|_| ApiError::bad_request("public_key must be 32 bytes of base64url"))?;
+    let refused = || {
+        forbidden(
+            "pairing_refused",
+            "unknown installation or wrong pairing token: pair again with a fresh code",
+        )
+    };
+    let inst: InstallationRecord =
+        get(&s.installations, b.installation_id.as_bytes())?.ok_or_else(refused)?;
+    let presented = sha256_hex(b.pairing_token.as_bytes());
+    if !constant_time_eq(presented.as_bytes(), inst.pairing_token_sha256.as_bytes()) {
+        return Err(refused());
+    }
+    let _w = s.write.lock().await;
+    let device = DeviceInfo {
+        device_id: agentnotify_model::new_id(),
+        installation_id: inst.id,
+        name,
+        public_key: b.public_key,
+        proof: b.proof,
+        created_at: Timestamp::now().to_rfc3339(),
+    };
+    put(&s.devices, device.device_id.as_bytes(), &device)?;
+    let token = s.mint_token("device", &device.device_id)?;
+    s.commit().await?;
+    tracing::info!(device = %device.device_id, installation = %device.installation_id, "device registered");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"device_id": device.device_id, "device_token": token}),
+    ))
+}
+
+pub(crate) fn list_devices(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let inst = s.installation(req)?;
+    let mut devices = Vec::new();
+    for v in s.devices.iter().values() {
+        let d: DeviceInfo =
+            serde_json::from_slice(&v.map_err(StoreFail::from)?).map_err(StoreFail::from)?;
+        if d.installation_id == inst {
+            devices.push(d);
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "devices": devices }),
+    ))
+}
+
+pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let mut e: Envelope = body(req).await?;
+    check_len("event_id", &e.event_id, 1, 200)?;
+    check_len("key_id", &e.key_id, 1, 64)?;
+    check_len("sealed", &e.sealed, 1, 60_000)?;
+    let expires = Timestamp::parse_rfc3339(&e.expires_at)
+        .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
+    if expires <= Timestamp::now() {
+        return Err(ApiError::bad_request("expires_at is already past"));
+    }
+    let device: DeviceInfo = get(&s.devices, e.device_id.as_bytes())?
+        .filter(|d: &DeviceInfo| d.installation_id == inst)
+        .ok_or_else(|| {
+            forbidden(
+                "unknown_device",
+                "device_id is not a device of this installation",
+            )
+        })?;
+    e.installation_id = inst;
+    e.stored_at = Some(Timestamp::now().to_rfc3339());
+    let _w = s.write.lock().await;
+    let key = key2(&device.device_id, e.event_id.as_bytes());
+    let replaced = s.envelopes.contains_key(&key).map_err(StoreFail::from)?;
+    put(&s.envelopes, &key, &e)?;
+    s.commit().await?;
+    let status = if replaced {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(json_response(
+        status,
+        &json!({"device_id": device.device_id, "event_id": e.event_id, "replaced": replaced}),
+    ))
+}
+
+pub(crate) fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let now = Timestamp::now();
+    let mut out = Vec::new();
+    for entry in s.envelopes.scan_prefix(key2(&device.device_id, b"")) {
+        let (_, v) = entry.map_err(StoreFail::from)?;
+        let e: Envelope = serde_json::from_slice(&v).map_err(StoreFail::from)?;
+        if Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now) {
+            out.push(e);
+        }
+    }
+    Ok(json_response(StatusCode::OK, &json!({ "envelopes": out })))
+}
+
+pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let device = s.device(&req)?;
+    let raw = read_body(req).await?;
+    let value = parse_json(&raw, false)?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    }
+    let mut a: AnswerPost = serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request(format!("request body: {e}")))?;
+    if a.contract_version != CONTRACT_VERSION {
+        return Err(ApiError::bad_request("contract_version must be \"1\""));
+    }
+    check_len("response_id", &a.response_id, 1, 128)?;
+    if !is_id(&a.interaction_id) {
+        return Err(ApiError::bad_request(
+            "interaction_id must be 32 lowercase hex characters",
+        ));
+    }
+    match &a.sealed {
+        Some(sealed) => {
+            check_len("sealed", sealed, 1, 60_000)?;
+            let plain = a.request_digest.is_some()
+                || a.nonce.is_some()
+                || a.choice_id.is_some()
+                || a.text.is_some();
+            if plain || a.key_id.is_none() || a.expires_at.is_none() {
+                return Err(ApiError::bad_request(
+                    "a sealed answer carries key_id and expires_at and no plain answer fields",
+                ));
+            }
+        }
+        None => {
+            if a.request_digest.is_none() || a.nonce.is_none() {
+                return Err(ApiError::bad_request(
+                    "an unsealed answer needs request_digest and nonce",
+                ));
+            }
+            if a.choice_id.is_some() == a.text.is_some() {
+                return Err(ApiError::bad_request(
+                    "give exactly one of choice_id or text",
+                ));
+            }
+        }
+    }
+    if a.device_id != device.device_id {
+        return Err(forbidden(
+            "wrong_device",
+            "device_id is not the device this token belongs to",
+        ));
+    }
+    if a.installation_id != device.installation_id {
+        return Err(forbidden(
+            "wrong_installation",
+            "this device is not paired with that installation",
+        ));
+    }
+    let inst = device.installation_id.clone();
+    let body_sha256 = sha256_hex(&raw);
+    let _w = s.write.lock().await;
+    let id_key = key2(&inst, a.response_id.as_bytes());
+    if let Some(seq) = s.answer_ids.get(&id_key).map_err(StoreFail::from)? {
+        let rec: Option<AnswerRecord> = get(&s.answers, &key2(&inst, &seq))?;
+        let result = rec.as_ref().map(|r| r.result.clone());
+        let same = rec.is_some_and(|r| r.body_sha256 == body_sha256);
+        let (code, message) = if same {
+            ("duplicate_response", "this answer was already received")
+        } else {
+            (
+                "response_id_conflict",
+                "another answer already used this response_id",
+            )
+        };
+        let mut res = conflict(code, message).into_response();
+        if let Some(result) = result {
+            *res.body_mut() = agentnotify_http::full(
+                serde_json::to_vec(&json!({"error": message, "code": code, "result": result}))
+                    .unwrap_or_default(),
+            );
+        }
+        return Ok(res);
+    }
+    // Checked before the envelope: an answered question's envelope is withdrawn, and
+    // "already answered" is the reason the phone should see.
+    if let Some(winner) = s
+        .answered
+        .get(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?
+    {
+        if winner.as_ref() != a.response_id.as_bytes() {
+            return Err(conflict(
+                "already_answered",
+                "this question was already answered",
+            ));
+        }
+    }
+    let envelope: Envelope = get(
+        &s.envelopes,
+        &key2(
+            &device.device_id,
+            question_event_id(&a.interaction_id).as_bytes(),
+        ),
+    )?
+    .ok_or_else(|| forbidden("not_a_recipient", "this device was not sent that question"))?;
+    if Timestamp::parse_rfc3339(&envelope.expires_at).is_none_or(|t| t <= Timestamp::now()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "question_expired",
+            "the question has expired; the answer was not forwarded",
+        ));
+    }
+    // Sequence numbers start at 1: cursor 0 means "from the beginning".
+    let seq = s.db.generate_id().map_err(StoreFail::from)? + 1;
+    let now = Timestamp::now();
+    a.received_at = Some(now.to_rfc3339());
+    let rec = AnswerRecord {
+        seq,
+        body_sha256,
+        result: AnswerResult {
+            response_id: a.response_id.clone(),
+            status: "pending".into(),
+            code: None,
+            message: None,
+        },
+        answer: a,
+        received: now,
+    };
+    put(&s.answers, &key2(&inst, &seq.to_be_bytes()), &rec)?;
+    s.answer_ids
+        .insert(&id_key, &seq.to_be_bytes())
+        .map_err(StoreFail::from)?;
+    s.commit().await?;
+    tracing::info!(installation = %inst, device = %device.device_id, interaction = %rec.answer.interaction_id, "answer received");
+    Ok(json_response(StatusCode::CREATED, &rec.result))
+}
+
+pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let inst = s.installation(req)?;
+    let q = query(req)?;
+    match q.get("installation_id") {
+        Some(asked) if asked == &inst => {}
+        Some(_) => {
+            return Err(forbidden(
+                "wrong_installation",
+                "installation_id is not the installation this token belongs to",
+            ))
+        }
+        None => return Err(ApiError::bad_request("installation_id is required")),
+    }
+    let since = match q.get("since").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(c) => decode_cursor(c).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_cursor",
+                "since is not a cursor this relay issued",
+            )
+        })?,
+    };
+    let limit = query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize;
+    let start = key2(&inst, &(since.saturating_add(1)).to_be_bytes());
+    let end = key2(&inst, &u64::MAX.to_be_bytes());
+    let mut out = Vec::new();
+    let mut last = since;
+    for entry in s.answers.range(start..=end) {
+        let (_, v) = entry.map_err(StoreFail::from)?;
+        let rec: AnswerRecord = serde_json::from_slice(&v).map_err(StoreFail::from)?;
+        last = rec.seq;
+        out.push(rec.answer);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    let batch = AnswerBatch {
+        responses: out,
+        cursor: Some(encode_cursor(last)),
+    };
+    Ok(json_response(StatusCode::OK, &batch))
+}
+
+#[derive(Deserialize)]
+struct ResultsBody {
+    results: Vec<AnswerResult>,
+}
+
+pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let b: ResultsBody = body(req).await?;
+    if b.results.len() > 500 {
+        return Err(ApiError::bad_request(
+            "results must have at most 500 entries",
+        ));
+    }
+    for r in &b.results {
+        if !matches!(r.status.as_str(), "accepted" | "refused") {
+            return Err(ApiError::bad_request(
+                "each result's status must be accepted or refused",
+            ));
+        }
+        check_len("response_id", &r.response_id, 1, 128)?;
+    }
+    let _w = s.write.lock().await;
+    let mut updated = 0;
+    for r in b.results {
+        let Some(seq) = s
+            .answer_ids
+            .get(key2(&inst, r.response_id.as_bytes()))
+            .map_err(StoreFail::from)?
+        else {
+            continue;
+        };
+        let key = key2(&inst, &seq);
+        let Some(mut rec) = get::<AnswerRecord>(&s.answers, &key)? else {
+            continue;
+        };
+        if r.status == "accepted" {
+            let interaction = rec.answer.interaction_id.clone();
+            s.answered
+                .insert(
+                    key2(&inst, interaction.as_bytes()),
+                    r.response_id.as_bytes(),
+                )
+                .map_err(StoreFail::from)?;
+            withdraw(s, &inst, &interaction)?;
+        }
+        rec.result = r;
+        put(&s.answers, &key, &rec)?;
+        updated += 1;
+    }
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "updated": updated }),
+    ))
+}
+
+/// Removes an answered question from every device of the installation.
+fn withdraw(s: &RelayServer, inst: &str, interaction_id: &str) -> Result<(), StoreFail> {
+    let event = question_event_id(interaction_id);
+    for v in s.devices.iter().values() {
+        let d: DeviceInfo = serde_json::from_slice(&v?)?;
+        if d.installation_id == inst {
+            s.envelopes.remove(key2(&d.device_id, event.as_bytes()))?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn answer_status(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    response_id: &str,
+) -> Handled {
+    let device = s.device(req)?;
+    let inst = &device.installation_id;
+    let not_found = || ApiError::not_found("no answer with that response_id from this device");
+    let seq = s
+        .answer_ids
+        .get(key2(inst, response_id.as_bytes()))
+        .map_err(StoreFail::from)?
+        .ok_or_else(not_found)?;
+    let rec: AnswerRecord = get(&s.answers, &key2(inst, &seq))?.ok_or_else(not_found)?;
+    if rec.answer.device_id != device.device_id {
+        return Err(not_found());
+    }
+    Ok(json_response(StatusCode::OK, &rec.result))
+}

@@ -1,0 +1,23 @@
+//! The reference Relay (`agentnotify-relay`, also `agentnotify relay serve`): installations
+//! and devices with tokens, an envelope store with expiry, and the answer queue the broker
+//! polls (SPEC §8).
+//!
+//! It is deliberately dumb: it routes opaque sealed boxes and never judges an answer — the
+//! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`.
+//!
+//! - `store`: the durable state (sled), tokens kept only as hashes.
+//! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
+//! - `handlers`: one function per route.
+//! - `cli`: the `serve` arguments, shared by both ways of starting it.
+
+pub mod cli;
+mod handlers;
+mod routes;
+mod store;
+
+pub use cli::{ServeArgs, DEFAULT_RELAY_PORT};
+pub use routes::{run, serve, ServeOptions};
+pub use store::{RelayServer, RelayServerError};
+
+/// This build's version, reported by `/health`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,163 @@
+//! The reference Relay's routing and serving: the accept loop (plain or TLS), a token
+//! bucket per client address, and the route table.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentnotify_http::rate_limit::PerAddressLimiter;
+use agentnotify_http::{
+    accept_loop, json_response, serve_connection, wait_for_signal, ApiError, ConnectionOptions,
+};
+use agentnotify_model::Timestamp;
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::handlers::{self, Handled};
+use crate::store::{RelayServer, RelayServerError};
+
+/// Most connections served at once.
+const MAX_CONNECTIONS: usize = 16_384;
+
+/// How `agentnotify relay serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Serve HTTPS with this configuration (`--tls-cert`/`--tls-key`); plain HTTP if absent.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Requests per second each client address may make, sustained.
+    pub rate_per_second: u32,
+    /// Requests each client address may make in a burst.
+    pub rate_burst: u32,
+}
+
+/// Runs the Relay until SIGINT/SIGTERM/SIGHUP. `on_ready` gets the URL once it listens.
+pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), RelayServerError> {
+    let server = RelayServer::open(&opts.data_dir)?;
+    let bind_error = |source| RelayServerError::Bind {
+        addr: opts.addr.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(opts.addr).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}");
+    tracing::info!(%addr, scheme, "relay listening");
+    on_ready(&url);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let pruner = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = server.prune(Timestamp::now()) {
+                    tracing::error!(error = %e, "relay prune failed");
+                }
+                tokio::time::sleep(Duration::from_secs(600)).await;
+            }
+        })
+    };
+    let tls = opts.tls.map(tokio_rustls::TlsAcceptor::from);
+    let limiter = Arc::new(PerAddressLimiter::new(
+        opts.rate_per_second,
+        opts.rate_burst,
+    ));
+    let serving = tokio::spawn(serve(listener, Arc::clone(&server), tls, limiter, stop_rx));
+    wait_for_signal().await;
+    let _ = stop_tx.send(true);
+    let _ = serving.await;
+    pruner.abort();
+    let _ = server.db.flush();
+    Ok(())
+}
+
+/// A TLS handshake that has not finished by then is dropped (a stalled client must not hold
+/// a connection open forever).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How each connection is served: hyper's default read buffer (Relay bodies are larger than
+/// the broker's).
+const CONNECTION: ConnectionOptions = ConnectionOptions {
+    header_timeout: Duration::from_secs(10),
+    max_buf_size: 400 * 1024,
+};
+
+/// Serves the Relay API on a bound listener until `shutdown` turns true; over TLS when an
+/// acceptor is given; each client address within its rate.
+pub async fn serve(
+    listener: TcpListener,
+    server: Arc<RelayServer>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limiter: Arc<PerAddressLimiter>,
+    shutdown: watch::Receiver<bool>,
+) {
+    accept_loop(listener, MAX_CONNECTIONS, shutdown, move |stream, peer| {
+        let server = Arc::clone(&server);
+        let limiter = Arc::clone(&limiter);
+        let tls = tls.clone();
+        let handle = move |req: Request<Incoming>| {
+            let server = Arc::clone(&server);
+            let limiter = Arc::clone(&limiter);
+            async move {
+                let handled = match limiter.take(peer.ip()) {
+                    Ok(()) => route(&server, req).await,
+                    Err(secs) => Err(ApiError::rate_limited(secs)),
+                };
+                handled.unwrap_or_else(ApiError::into_response)
+            }
+        };
+        async move {
+            match tls {
+                None => serve_connection(stream, CONNECTION, handle).await,
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+                    match handshake {
+                        Ok(Ok(stream)) => serve_connection(stream, CONNECTION, handle).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
+            }
+        }
+    })
+    .await
+}
+
+pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let method = req.method().clone();
+    if method == Method::POST {
+        handlers::require_json(&req)?;
+    }
+    match (method, segments.as_slice()) {
+        (Method::GET, ["health"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"status": "ok", "service": "agentnotify-relay", "version": crate::VERSION}),
+        )),
+        (Method::POST, ["v1", "installations"]) => handlers::register_installation(s, req).await,
+        (Method::POST, ["v1", "devices"]) => handlers::register_device(s, req).await,
+        (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req),
+        (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
+        (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
+        (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
+        (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, &req),
+        (Method::POST, ["v1", "interaction-responses", "results"]) => {
+            handlers::post_results(s, req).await
+        }
+        (Method::GET, ["v1", "interaction-responses", id]) => handlers::answer_status(s, &req, id),
+        (_, ["health"])
+        | (_, ["v1", "installations" | "devices" | "envelopes" | "interaction-responses"])
+        | (_, ["v1", "interaction-responses", _]) => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take that method",
+        )),
+        _ => Err(ApiError::not_found("no such route")),
+    }
+}
