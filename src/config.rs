@@ -28,9 +28,10 @@ pub struct Config {
     pub idle_exit_seconds: Option<u64>,
     #[serde(default)]
     pub rate_limit: RateLimitConfig,
-    /// Relay providers and routes (SPEC §8); kept here so this file stays the single config.
+    /// `[relay]`: providers and routes (SPEC §8), kept in this file so it stays the single
+    /// config. Opaque here: the relay link reads and validates it (`relay::config`).
     #[serde(default)]
-    pub relay: crate::relay::config::RelayConfig,
+    pub relay: toml::Table,
 }
 
 /// The shared POST rate limit (SPEC §4.1).

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api::{self, Activity, ApiContext};
 use crate::broker::{Broker, BrokerConfig, BrokerError};
 use crate::config::{Config, ConfigError, DEFAULT_PORT};
+use crate::endpoint::BrokerInfo;
 use crate::model::Timestamp;
 use crate::paths::{Paths, PathsError};
 use agentnotify_http::rate_limit::RateLimiter;
@@ -46,24 +46,6 @@ pub enum DaemonError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
     let what = what.into();
     move |source| DaemonError::Io { what, source }
-}
-
-/// The content of `broker.json`: how clients find the running broker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BrokerInfo {
-    pub pid: u32,
-    pub port: u16,
-    pub url: String,
-    pub version: String,
-    pub api: String,
-    pub started_at: String,
-}
-
-impl BrokerInfo {
-    pub fn read(paths: &Paths) -> Option<BrokerInfo> {
-        let bytes = std::fs::read(paths.broker_json()).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
 }
 
 /// How the daemon ended.
@@ -130,10 +112,7 @@ pub async fn run(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
-    let mut info_json = serde_json::to_vec_pretty(&info).unwrap_or_default();
-    info_json.push(b'\n');
-    crate::fsutil::write_atomic(&paths.broker_json(), &info_json, 0o600)
-        .map_err(io("broker.json"))?;
+    info.write(paths).map_err(io("broker.json"))?;
     tracing::info!(
         pid = info.pid,
         port,
@@ -159,7 +138,7 @@ pub async fn run(
     let _ = server.await;
     broker.flush()?;
     if BrokerInfo::read(paths).is_some_and(|i| i.pid == info.pid) {
-        let _ = std::fs::remove_file(paths.broker_json());
+        BrokerInfo::remove(paths);
     }
     drop(lock);
     Ok(DaemonExit::Stopped)

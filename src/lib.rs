@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod device;
+pub mod endpoint;
 pub mod fsutil;
 pub mod harness;
 pub mod hook;

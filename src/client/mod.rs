@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
-use crate::daemon::BrokerInfo;
+use crate::endpoint::BrokerInfo;
 use crate::paths::{Paths, PathsError};
 use crate::secret::Secret;
 

@@ -403,6 +403,7 @@ mod tests {
         );
         assert_eq!(RelayConfig::load(&path).unwrap(), cfg);
         let all = crate::config::Config::load(&path).unwrap();
-        assert_eq!(all.relay, cfg);
+        let section: RelayConfig = all.relay.try_into().unwrap();
+        assert_eq!(section, cfg);
     }
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries, a temp AGENTNOTIFY_HOME, ephemeral ports.
 
 mod api;
+mod architecture;
 mod bodies;
 mod broker;
 mod cli;
