@@ -227,25 +227,18 @@ async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watc
         if *shutdown.borrow() && !busy {
             return;
         }
-        // An open web UI page counts as someone watching: no idle exit under it.
-        let watched = ctx.ui.open_streams() > 0;
-        let wake_in = match idle {
-            Some(idle) if !busy && !watched => {
-                let last = ctx
-                    .activity
-                    .last()
-                    .max(ctx.ui.last_stream_closed().unwrap_or(Timestamp(0)));
-                let quiet_until = last + idle;
-                let left = Timestamp::now().until(quiet_until);
-                if left.is_zero() {
-                    return;
-                }
-                left
-            }
-            // Busy (or never idling): look again when something changes, or in a while.
-            _ => idle
-                .unwrap_or(Duration::from_secs(3600))
-                .max(Duration::from_secs(1)),
+        let quiet_since = ctx
+            .activity
+            .last()
+            .max(ctx.ui.last_stream_closed().unwrap_or(Timestamp(0)));
+        let state = Idleness {
+            busy,
+            // An open web UI page counts as someone watching: no idle exit under it.
+            watched: ctx.ui.open_streams() > 0,
+            quiet_since,
+        };
+        let Some(wake_in) = state.wait(idle, Timestamp::now()) else {
+            return;
         };
         // Asked to stop but a request is still in flight (often the very request that asked):
         // requests end without an event, so look again shortly.
@@ -262,11 +255,91 @@ async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watc
     }
 }
 
+/// What the idle exit decides on.
+#[derive(Debug, Clone, Copy)]
+struct Idleness {
+    /// Something is pending or a request is in flight.
+    busy: bool,
+    /// A web UI page is open.
+    watched: bool,
+    /// The last request, or the last web UI page closing.
+    quiet_since: Timestamp,
+}
+
+impl Idleness {
+    /// `None`: exit now. Otherwise how long to wait before looking again (sooner if an
+    /// event arrives). `idle` is `None` for a foreground daemon, which never idles out.
+    fn wait(&self, idle: Option<Duration>, now: Timestamp) -> Option<Duration> {
+        match idle {
+            Some(idle) if !self.busy && !self.watched => {
+                let left = now.until(self.quiet_since + idle);
+                (!left.is_zero()).then_some(left)
+            }
+            // Busy, watched or never idling: look again when something changes, or in a while.
+            _ => Some(
+                idle.unwrap_or(Duration::from_secs(3600))
+                    .max(Duration::from_secs(1)),
+            ),
+        }
+    }
+}
+
 async fn retention_job(broker: Arc<Broker>, retention: Duration) {
     loop {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         if let Err(e) = broker.prune(Timestamp::now().minus(retention)).await {
             tracing::error!(error = %e, "retention job failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Option<Duration> = Some(Duration::from_secs(1));
+
+    fn at(secs: u64) -> Timestamp {
+        Timestamp(1_000_000 + secs * 1000)
+    }
+
+    fn state(busy: bool, watched: bool) -> Idleness {
+        Idleness {
+            busy,
+            watched,
+            quiet_since: at(0),
+        }
+    }
+
+    #[test]
+    fn an_on_demand_broker_exits_once_quiet_for_the_idle_time() {
+        let quiet = state(false, false);
+        assert_eq!(quiet.wait(IDLE, at(0)), Some(Duration::from_secs(1)));
+        assert_eq!(quiet.wait(IDLE, at(1)), None);
+        assert_eq!(quiet.wait(IDLE, at(3600)), None);
+    }
+
+    #[test]
+    fn never_with_a_question_pending_or_a_page_open() {
+        for s in [state(true, false), state(false, true), state(true, true)] {
+            for later in [1, 3, 3600, 86_400] {
+                assert!(
+                    s.wait(IDLE, at(later)).is_some(),
+                    "{s:?} exited after {later} s"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_foreground_daemon_never_idles_out() {
+        for s in [state(false, false), state(true, false)] {
+            for later in [1, 3, 3600, 86_400 * 30] {
+                assert!(
+                    s.wait(None, at(later)).is_some(),
+                    "{s:?} exited after {later} s"
+                );
+            }
         }
     }
 }

@@ -95,13 +95,6 @@ pub enum Answer {
     Text(String),
 }
 
-/// One opened question in the inbox.
-#[derive(Debug, Clone, Serialize)]
-pub struct InboxItem {
-    #[serde(flatten)]
-    pub question: QuestionView,
-}
-
 impl Device {
     /// Pairs with the installation named in `code` and saves the device in `dir`.
     pub async fn register(dir: &Path, code: &str, name: &str) -> Result<Device> {

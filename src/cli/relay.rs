@@ -12,7 +12,9 @@ use crate::relay::config::{self, Provider, RelayConfig, Route};
 use agentnotify_relay_proto::client::RelayClient;
 use agentnotify_relay_proto::pairing::{self, PairingCode};
 
+use super::output::print_json;
 use crate::paths::Paths;
+use crate::secret::Secret;
 
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Setup in short (see docs/RELAY.md):\n  \
@@ -207,10 +209,6 @@ pub enum RelayCliError {
 
 type Result<T> = std::result::Result<T, RelayCliError>;
 
-fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-}
-
 /// Runs one `agentnotify relay …` command.
 pub async fn run(cmd: RelayCommand) -> Result<()> {
     let paths = Paths::from_env()?;
@@ -369,8 +367,8 @@ async fn add(paths: &Paths, a: AddArgs) -> Result<()> {
     secrets.insert(
         a.id.clone(),
         config::ProviderSecrets {
-            installation_token: token.expose().to_string(),
-            pairing_secret,
+            installation_token: token,
+            pairing_secret: Secret::new(pairing_secret),
         },
     );
     config::save_secrets(paths, &secrets)?;
@@ -411,7 +409,7 @@ fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
         relay_url: provider.relay_url.clone(),
         installation_id: provider.installation_id.clone(),
         installation_public_key: key.public_b64(),
-        pairing_secret: s.pairing_secret.clone(),
+        pairing_secret: s.pairing_secret.expose().to_string(),
     })
 }
 

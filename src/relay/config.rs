@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Interaction, Kind, Priority};
 use crate::paths::Paths;
+use crate::secret::Secret;
 use agentnotify_relay_proto::seal::KeyPair;
 
 /// Seconds between polls of each provider while all is well.
@@ -288,10 +289,10 @@ fn read_document(path: &Path) -> Result<toml_edit::DocumentMut> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderSecrets {
     /// Bearer token of this installation at the Relay.
-    pub installation_token: String,
+    pub installation_token: Secret,
     /// Shared with paired phones through the pairing code only, never with the Relay:
     /// it authenticates device keys, so the Relay cannot slip in a device of its own.
-    pub pairing_secret: String,
+    pub pairing_secret: Secret,
 }
 
 /// `relay_secrets.json`: provider id → secrets.

@@ -15,6 +15,7 @@ pub mod config;
 pub mod outbox;
 pub mod poller;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use crate::broker::{Broker, BrokerError};
 use crate::model::Status;
 use crate::paths::Paths;
+use crate::secret::Secret;
 use agentnotify_relay_proto::client::{RelayClient, RelayClientError};
 use agentnotify_relay_proto::seal::{KeyPair, SealError};
 use config::{ProviderSecrets, RelayConfig, RelayConfigError};
@@ -58,23 +60,15 @@ pub enum RelayError {
     },
 }
 
-/// What one provider needs to talk to its Relay: settings, secrets, the installation key.
+/// What one provider needs to talk to its Relay: settings, secrets, the installation key,
+/// and the HTTP client (one per provider, kept across polls and deliveries: building one
+/// loads the TLS configuration and opens new connections).
 #[derive(Clone)]
 pub struct Endpoint {
     pub provider: config::Provider,
     pub secrets: ProviderSecrets,
     pub key: KeyPair,
-}
-
-impl Endpoint {
-    pub fn client(&self) -> RelayClient {
-        RelayClient::new(
-            &self.provider.relay_url,
-            Some(crate::secret::Secret::new(
-                self.secrets.installation_token.clone(),
-            )),
-        )
-    }
+    pub client: RelayClient,
 }
 
 /// The broker's relay side: publishing and polling. Settings are re-read from disk on each
@@ -83,6 +77,9 @@ pub struct RelayLink {
     paths: Paths,
     broker: Arc<Broker>,
     dispatch_wake: Notify,
+    /// provider id → its client, and the URL and token it was built for (a provider added
+    /// again gets a new one).
+    clients: std::sync::Mutex<HashMap<String, (String, Secret, RelayClient)>>,
     /// One poll at a time, so a cursor is never read and written by two polls at once.
     poll_lock: tokio::sync::Mutex<()>,
 }
@@ -93,6 +90,7 @@ impl RelayLink {
             paths,
             broker,
             dispatch_wake: Notify::new(),
+            clients: Default::default(),
             poll_lock: tokio::sync::Mutex::new(()),
         })
     }
@@ -116,11 +114,29 @@ impl RelayLink {
             .ok_or_else(|| RelayError::NoCredentials(id.to_string()))?;
         let key =
             config::load_installation_key(&self.paths)?.ok_or(RelayError::NoInstallationKey)?;
+        let client = self.client_for(provider, &secrets.installation_token);
         Ok(Endpoint {
             provider: provider.clone(),
             secrets,
             key,
+            client,
         })
+    }
+
+    /// The provider's client, built once for its URL and token.
+    fn client_for(&self, provider: &config::Provider, token: &Secret) -> RelayClient {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        match clients.get(&provider.id) {
+            Some((url, t, client)) if *url == provider.relay_url && t == token => client.clone(),
+            _ => {
+                let client = RelayClient::new(&provider.relay_url, Some(token.clone()));
+                clients.insert(
+                    provider.id.clone(),
+                    (provider.relay_url.clone(), token.clone(), client.clone()),
+                );
+                client
+            }
+        }
     }
 
     /// Starts the background publisher, dispatcher and poller.

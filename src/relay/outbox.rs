@@ -218,14 +218,14 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
         Err(RelayError::UnknownProvider(_)) => return Ok(0),
         Err(e) => return Err(e),
     };
-    let client = endpoint.client();
+    let client = &endpoint.client;
     let installation_id = &endpoint.provider.installation_id;
     let devices = client.devices().await?;
     let mut sent = 0;
     for d in devices {
         let vouched = d.installation_id == *installation_id
             && pairing::verify_device_proof(
-                &endpoint.secrets.pairing_secret,
+                endpoint.secrets.pairing_secret.expose(),
                 installation_id,
                 &d.public_key,
                 &d.proof,

@@ -116,7 +116,7 @@ pub async fn poll_provider(
 ) -> Result<PollReport, RelayError> {
     let _one_at_a_time = relay.poll_lock.lock().await;
     let id = endpoint.provider.id.clone();
-    let client = endpoint.client();
+    let client = &endpoint.client;
     let mut cursors = load_cursors(relay);
     let batch = client
         .answers(

@@ -94,8 +94,9 @@ fn an_on_demand_broker_idles_out_but_never_with_a_question_pending() {
     )
     .unwrap();
     let pid = home.broker_json().unwrap()["pid"].as_i64().unwrap();
-    // Three idle periods pass with the question pending: the broker stays.
-    std::thread::sleep(Duration::from_secs(3));
+    // That it never exits with a question pending is the idle decision's unit test
+    // (`daemon::tests`); here: the pending question kept it up until now, and once
+    // nothing is pending it goes.
     assert!(
         alive(pid),
         "an on-demand broker exited with a question pending"
@@ -113,14 +114,4 @@ fn an_on_demand_broker_idles_out_but_never_with_a_question_pending() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(home.logs().contains("reason=\"idle\""));
-}
-
-#[test]
-fn a_foreground_daemon_never_idles_out() {
-    let home = Home::new();
-    home.write_config("idle_exit_seconds = 1\n");
-    let d = crate::support::Daemon::start(&home, &[]);
-    // Proving that something does not happen takes a window: three idle periods.
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(alive(d.pid as i64), "the foreground daemon idled out");
 }

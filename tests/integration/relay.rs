@@ -545,7 +545,16 @@ async fn relay_down_during_publish_is_retried_and_delivered_once() {
     assert_eq!((code, v["published"].clone()), (200, json!(1)));
     let (code, out, _) = run(&s.home, &["interactions", "publish", id]);
     assert_eq!(code, 0, "{out}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both re-publishes went through the dispatcher: the outbox is empty again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, st) = s.api.get("/v1/relay/status").await;
+        if st["outbox"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the outbox never drained: {st}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (_, out, _) = s.device(&["inbox", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(

@@ -2,8 +2,10 @@
 
 use base64::Engine;
 
-/// A secret string: `Debug` and `Display` print `***`, so it cannot leak into logs.
-#[derive(Clone, PartialEq, Eq)]
+/// A secret string: `Debug` and `Display` print `***`, so it cannot leak into logs. It
+/// serialises as its value, for the private files that store it.
+#[derive(Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {

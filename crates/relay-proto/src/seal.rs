@@ -13,7 +13,7 @@ use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hkdf::Hkdf;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use x25519_dalek::{PublicKey, StaticSecret};
 
 /// The envelope version; the first element of the associated data.
@@ -138,10 +138,9 @@ impl KeyPair {
 
 /// Fingerprint of a public key: the first 16 hex digits of its SHA-256.
 pub fn key_id(public: &[u8; 32]) -> String {
-    Sha256::digest(public)[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut hex = agentnotify_model::digest::hex_sha256(public);
+    hex.truncate(16);
+    hex
 }
 
 /// Decodes a 32-byte key from base64url (padding tolerated).

@@ -15,7 +15,6 @@ use base64::Engine;
 use hyper::body::Incoming;
 use hyper::{header, Request, StatusCode};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::handlers::forbidden;
 
@@ -109,12 +108,7 @@ pub(crate) fn key2(a: &str, b: &[u8]) -> Vec<u8> {
     k
 }
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub(crate) use agentnotify_model::digest::hex_sha256 as sha256_hex;
 
 pub(crate) fn get<T: serde::de::DeserializeOwned>(
     tree: &sled::Tree,
