@@ -1210,3 +1210,49 @@ async fn relay_limits_each_client_address_on_its_own() {
         .unwrap();
     assert_eq!(other.status(), 200);
 }
+
+/// Storage at the Relay is bounded: an envelope that would outlive the longest question
+/// (plus the time an answer may take to arrive) is refused, so nobody holding an
+/// installation token can park data there for years.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_refuses_an_envelope_that_outlives_any_question() {
+    let s = Setup::new(3600).await;
+    let phone = s.phone();
+    let q = s.api.ask_permission("Bounded?").await;
+    let id = q["id"].as_str().unwrap();
+    s.inbox_shows(id);
+    let envelope = phone
+        .client()
+        .envelopes()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.event_id == format!("interaction:{id}"))
+        .unwrap();
+    let secrets: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
+    )
+    .unwrap();
+    let inst = agentnotify_relay_proto::client::RelayClient::new(
+        &s.relay.url,
+        Some(agentnotify::secret::Secret::new(
+            secrets["home"]["installation_token"].as_str().unwrap(),
+        )),
+    );
+    let mut far = envelope.clone();
+    far.event_id = "interaction:eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee".into();
+    far.expires_at = "2099-01-01T00:00:00.000Z".into();
+    match inst.put_envelope(&far).await {
+        Err(agentnotify_relay_proto::client::RelayClientError::Refused {
+            status, message, ..
+        }) => {
+            assert_eq!(status, 400);
+            assert!(message.contains("expires_at"), "{message}");
+        }
+        other => panic!("an envelope kept until 2099 was stored: {other:?}"),
+    }
+    // The broker's own envelopes (the question's TTL) are within the bound.
+    let mut near = envelope.clone();
+    near.event_id = "interaction:dddddddddddddddddddddddddddddddd".into();
+    inst.put_envelope(&near).await.unwrap();
+}

@@ -18,6 +18,10 @@ use crate::store::{
     RelayServer, StoreFail,
 };
 
+/// The longest an envelope may be kept: the longest question TTL (SPEC §2: 3600 s) plus
+/// the time an answer may take to arrive (a phone's clock, a slow network).
+const MAX_ENVELOPE_LIFETIME: std::time::Duration = std::time::Duration::from_secs(3600 + 600);
+
 pub(crate) type Handled = Result<Response<ResBody>, ApiError>;
 
 pub(crate) fn forbidden(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -170,6 +174,13 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
         .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
     if expires <= Timestamp::now() {
         return Err(ApiError::bad_request("expires_at is already past"));
+    }
+    if expires > Timestamp::now() + MAX_ENVELOPE_LIFETIME {
+        return Err(ApiError::bad_request(format!(
+            "expires_at must be at most {} minutes from now (the longest question plus the time \
+             an answer may take to arrive)",
+            MAX_ENVELOPE_LIFETIME.as_secs() / 60
+        )));
     }
     let device: DeviceInfo = get(&s.devices, e.device_id.as_bytes())?
         .filter(|d: &DeviceInfo| d.installation_id == inst)
