@@ -86,10 +86,12 @@ pub async fn run(
         .local_addr()
         .map_err(io("the listening socket"))?
         .port();
+    let socket = bind_socket(paths);
     let started_at = Timestamp::now();
     let info = BrokerInfo {
         pid: std::process::id(),
         port,
+        socket: socket.as_ref().map(|_| paths.broker_socket()),
         url: format!("http://127.0.0.1:{port}"),
         version: crate::VERSION.to_string(),
         api: crate::API_VERSION.to_string(),
@@ -105,13 +107,16 @@ pub async fn run(
         ),
         started_at,
         url: info.url.clone(),
+        port,
         activity: Activity::default(),
         shutdown_requested,
         ui: crate::api::ui::UiState::new(port),
         relay: crate::relay::RelayLink::new(paths.clone(), Arc::clone(&broker)),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx));
+    let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx.clone()));
+    #[cfg(unix)]
+    let socket_server = socket.map(|s| tokio::spawn(api::serve(s, Arc::clone(&ctx), stop_rx)));
     info.write(paths).map_err(io("broker.json"))?;
     tracing::info!(
         pid = info.pid,
@@ -130,15 +135,22 @@ pub async fn run(
             .unwrap_or(Duration::from_secs(config.idle_exit_seconds()))
     });
     let reason = tokio::select! {
-        r = signals() => r,
+        r = agentnotify_http::wait_for_signal() => r,
         _ = idle_exit(&ctx, idle, &mut shutdown_rx) => "idle",
     };
     tracing::info!(reason, "broker stopping");
     let _ = stop_tx.send(true);
     let _ = server.await;
+    #[cfg(unix)]
+    if let Some(s) = socket_server {
+        let _ = s.await;
+    }
     broker.flush()?;
     if BrokerInfo::read(paths).is_some_and(|i| i.pid == info.pid) {
         BrokerInfo::remove(paths);
+        if info.socket.is_some() {
+            let _ = std::fs::remove_file(paths.broker_socket());
+        }
     }
     drop(lock);
     Ok(DaemonExit::Stopped)
@@ -198,23 +210,30 @@ fn listen(port: u16) -> std::io::Result<TcpListener> {
     socket.listen(4096)
 }
 
-async fn signals() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = hup.recv() => "SIGHUP",
-            _ = tokio::signal::ctrl_c() => "SIGINT",
+/// The Unix socket the hook and the CLI use (SPEC §3.5): in the 0700 state folder, so only
+/// this user can create it, and clients check the peer's uid too. A stale socket of a dead
+/// broker is replaced (this process holds `broker.lock`). `None` where it cannot be bound
+/// (a path longer than a socket address takes): clients then use TCP with the challenge.
+#[cfg(unix)]
+fn bind_socket(paths: &Paths) -> Option<tokio::net::UnixListener> {
+    let path = paths.broker_socket();
+    let _ = std::fs::remove_file(&path);
+    match tokio::net::UnixListener::bind(&path) {
+        Ok(listener) => {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+            Some(listener)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot bind the broker socket; clients use TCP");
+            None
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "interrupt"
-    }
+}
+
+#[cfg(not(unix))]
+fn bind_socket(_paths: &Paths) -> Option<()> {
+    None
 }
 
 /// Resolves when the broker should exit for lack of work: an on-demand broker after `idle`

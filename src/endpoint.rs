@@ -10,6 +10,9 @@ use crate::paths::Paths;
 pub struct BrokerInfo {
     pub pid: u32,
     pub port: u16,
+    /// The Unix socket clients use (absent where it could not be bound: then TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<std::path::PathBuf>,
     pub url: String,
     pub version: String,
     pub api: String,

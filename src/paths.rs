@@ -91,6 +91,10 @@ impl Paths {
     pub fn broker_json(&self) -> PathBuf {
         self.state_dir.join("broker.json")
     }
+    /// The broker's Unix socket (the hook's and the CLI's way in).
+    pub fn broker_socket(&self) -> PathBuf {
+        self.state_dir.join("broker.sock")
+    }
     pub fn spawn_lock(&self) -> PathBuf {
         self.state_dir.join("spawn.lock")
     }

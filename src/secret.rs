@@ -5,6 +5,20 @@ use std::path::Path;
 
 pub use agentnotify_model::secret::{constant_time_eq, random_b64url, Secret};
 
+/// The broker's proof that it holds `token` (SPEC §3.5): lowercase hex
+/// HMAC-SHA256(token, "agentnotify.broker-proof.v1:" port ":" nonce).
+pub fn broker_proof(token: &Secret, port: u16, nonce: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(token.expose().as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(format!("agentnotify.broker-proof.v1:{port}:{nonce}").as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Reads the token file, creating it (0600, 32 random bytes) on first use.
 ///
 /// Creation is race-free: the token is written to a private temp file and hard-linked

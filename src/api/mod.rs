@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentnotify_http::rate_limit::RateLimiter;
-use agentnotify_http::{accept_loop, serve_connection, ConnectionOptions};
-use tokio::net::TcpListener;
+use agentnotify_http::{accept_loop, serve_connection, ConnectionOptions, Listener};
 use tokio::sync::watch;
 
 use crate::broker::Broker;
@@ -33,6 +32,8 @@ pub struct ApiContext {
     pub limiter: RateLimiter,
     pub started_at: Timestamp,
     pub url: String,
+    /// The TCP port the API listens on (bound into the broker's proof).
+    pub port: u16,
     pub activity: Activity,
     /// Set by `POST /v1/admin/shutdown`: the daemon exits once nothing is pending.
     pub shutdown_requested: watch::Sender<bool>,
@@ -88,8 +89,13 @@ impl Drop for ActivityGuard<'_> {
     }
 }
 
-/// Serves the API on a bound listener until `shutdown` turns true.
-pub async fn serve(listener: TcpListener, ctx: Arc<ApiContext>, shutdown: watch::Receiver<bool>) {
+/// Serves the API on a bound listener (TCP for the browser and HTTP clients, the Unix
+/// socket for the hook and the CLI) until `shutdown` turns true.
+pub async fn serve<L: Listener>(
+    listener: L,
+    ctx: Arc<ApiContext>,
+    shutdown: watch::Receiver<bool>,
+) {
     let connection = ConnectionOptions {
         header_timeout: HEADER_TIMEOUT,
         max_buf_size: 128 * 1024,

@@ -24,6 +24,7 @@ use agentnotify_http::{
 /// exactly these, which a test checks against the running daemon.
 pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/health"),
+    ("GET", "/v1/auth/proof"),
     ("GET", "/v1/status"),
     ("POST", "/v1/admin/shutdown"),
     ("POST", "/v1/ui/link"),
@@ -42,6 +43,25 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/notifications/{id}/resolve"),
     ("POST", "/v1/notifications/{id}/dismiss"),
 ];
+
+/// `GET /v1/auth/proof?nonce=…` (no token): the broker proves it holds the token before a
+/// TCP client sends it (SPEC §3.5). The proof binds the client's nonce and this broker's
+/// TCP port, so it is useless to a process squatting on another port.
+fn proof(ctx: &ApiContext, req: &Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
+    let q = query(req)?;
+    let nonce = q.get("nonce").map(String::as_str).unwrap_or("");
+    let ok = (16..=128).contains(&nonce.len())
+        && nonce
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok {
+        return Err(ApiError::bad_request(
+            "nonce must be 16-128 characters of base64url",
+        ));
+    }
+    let proof = crate::secret::broker_proof(&ctx.token, ctx.port, nonce);
+    Ok(json_response(StatusCode::OK, &json!({ "proof": proof })))
+}
 
 pub async fn handle(ctx: &ApiContext, req: Request<Incoming>) -> Response<ResBody> {
     match route(ctx, req).await {
@@ -64,6 +84,10 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
             "no such route: {}",
             short(&path)
         )));
+    }
+    if segments[1..] == ["auth", "proof"] {
+        only(&req, Method::GET)?;
+        return proof(ctx, &req);
     }
     authorize(ctx, &req)?;
     if req.method() == Method::POST {

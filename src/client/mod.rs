@@ -1,10 +1,18 @@
-//! The typed loopback client, used by the CLI and the hook (SPEC §3.5, §4).
+//! The loopback client, used by the CLI and the hook (SPEC §3.5, §4).
+//!
+//! It talks to the broker over the Unix socket in the 0700 state folder whenever the
+//! broker has one: the kernel vouches that only this user could have created it, and every
+//! connection checks the peer's uid. Over TCP (`AGENTNOTIFY_URL`, or a broker without a
+//! socket) the broker must first prove that it holds the token — an HMAC of a fresh
+//! client nonce and the port — before the token is sent: a process squatting on the port
+//! of a dead broker learns nothing and decides nothing.
 //!
 //! Plain HTTP/1.1 on hyper's pooled client rather than reqwest: reqwest carries TLS (for
 //! the Relay), and linking it into the hook cost every hook run ~0.35 ms of CPU and 60 page
 //! faults (docs/BENCHMARKS.md). Nothing here ever speaks TLS.
 
 mod spawn;
+mod transport;
 
 use std::time::Duration;
 
@@ -13,8 +21,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 pub use hyper::Method;
 use hyper::{Request, Response};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 use crate::endpoint::BrokerInfo;
@@ -48,6 +54,9 @@ pub enum ClientError {
     BadUrl(String),
     #[error("the API token contains characters an HTTP header cannot carry")]
     BadToken,
+    /// The peer did not prove it is this user's broker: nothing was sent to it.
+    #[error("{0}")]
+    NotOurBroker(String),
 }
 
 impl ClientError {
@@ -62,31 +71,35 @@ impl ClientError {
 
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-type Http = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
-
 /// A connection to one broker.
 #[derive(Clone)]
 pub struct Client {
     base: String,
     token: Secret,
-    http: Http,
+    transport: transport::Transport,
+    /// Over TCP: set once the broker has proved it holds the token.
+    proven: std::sync::Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl Client {
+    /// A client for the broker at `base` over TCP (the broker proves itself first).
     pub fn new(base: impl Into<String>, token: Secret) -> Client {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        connector.set_nodelay(true);
-        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            // Below the server's 10 s keep-alive header timeout, so a pooled connection is
-            // never reused just as the server closes it.
-            .pool_idle_timeout(Duration::from_secs(5))
-            .pool_timer(TokioTimer::new())
-            .build(connector);
         Client {
             base: base.into().trim_end_matches('/').to_string(),
             token,
-            http,
+            transport: transport::Transport::tcp(),
+            proven: Default::default(),
+        }
+    }
+
+    /// A client for the broker listening on the Unix socket at `path`.
+    #[cfg(unix)]
+    pub fn unix(path: impl Into<std::path::PathBuf>, token: Secret) -> Client {
+        Client {
+            base: "http://localhost".into(),
+            token,
+            transport: transport::Transport::unix(path.into()),
+            proven: Default::default(),
         }
     }
 
@@ -99,10 +112,6 @@ impl Client {
             .ok()
             .filter(|s| !s.is_empty())?;
         Some(Client::new(url, Secret::new(token)))
-    }
-
-    pub fn base_url(&self) -> &str {
-        &self.base
     }
 
     /// `GET /health` (no auth): the broker's version and API generation.
@@ -123,8 +132,51 @@ impl Client {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<(u16, Value)> {
+        if self.transport.needs_proof() {
+            self.proven.get_or_try_init(|| self.prove()).await?;
+        }
         let req = self.request(method, path, body, true)?;
         self.exchange(req, timeout).await
+    }
+
+    /// Over TCP: asks the broker to prove it holds the token (SPEC §3.5) before the token
+    /// is ever sent. Anyone can ask for a proof, but only the token's holder can make one,
+    /// and it is bound to the client's fresh nonce and to the port the client dialled, so a
+    /// proof relayed from the real broker on another port does not pass either.
+    async fn prove(&self) -> Result<()> {
+        let nonce = crate::secret::random_b64url(24);
+        let req = self.request(
+            Method::GET,
+            &format!("/v1/auth/proof?nonce={nonce}"),
+            None,
+            false,
+        )?;
+        let not_ours = |why: &str| {
+            ClientError::NotOurBroker(format!(
+                "the program at {} is not this user's broker ({why}); nothing was sent to it",
+                self.base
+            ))
+        };
+        let (_, v) = match self.exchange(req, DEFAULT_TIMEOUT).await {
+            Ok(reply) => reply,
+            Err(ClientError::Api { .. }) | Err(ClientError::BadReply(_)) => {
+                return Err(not_ours("it cannot prove it holds the token"))
+            }
+            Err(e) => return Err(e),
+        };
+        let port = self
+            .base
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.port_u16())
+            .unwrap_or(80);
+        let expected = crate::secret::broker_proof(&self.token, port, &nonce);
+        let presented = v["proof"].as_str().unwrap_or("");
+        if crate::secret::constant_time_eq(presented.as_bytes(), expected.as_bytes()) {
+            Ok(())
+        } else {
+            Err(not_ours("its proof of the token is wrong"))
+        }
     }
 
     fn request(
@@ -156,7 +208,7 @@ impl Client {
     /// Sends `req` and reads the whole reply, all within `timeout`.
     async fn exchange(&self, req: Request<Full<Bytes>>, timeout: Duration) -> Result<(u16, Value)> {
         let exchange = async {
-            let res = self.http.request(req).await.map_err(transport_error)?;
+            let res = self.transport.send(req).await.map_err(transport_error)?;
             read_reply(res).await
         };
         tokio::time::timeout(timeout, exchange)
@@ -330,9 +382,15 @@ fn query_string(pairs: &[(&str, String)]) -> String {
     s.finish()
 }
 
-/// Reads `broker.json` and the token: the client for the broker it names (not checked).
+/// Reads `broker.json` and the token: the client for the broker it names, over its Unix
+/// socket when it has one (not yet checked: that happens on connecting).
 pub fn from_files(paths: &Paths) -> Option<(Client, BrokerInfo)> {
     let info = BrokerInfo::read(paths)?;
     let token = crate::secret::read_token(&paths.token_file()).ok()??;
-    Some((Client::new(info.url.clone(), token), info))
+    let client = match &info.socket {
+        #[cfg(unix)]
+        Some(socket) => Client::unix(socket.clone(), token),
+        _ => Client::new(info.url.clone(), token),
+    };
+    Some((client, info))
 }

@@ -7,4 +7,4 @@ mod reply;
 mod serve;
 
 pub use reply::*;
-pub use serve::{accept_loop, serve_connection, wait_for_signal, ConnectionOptions};
+pub use serve::{accept_loop, serve_connection, wait_for_signal, ConnectionOptions, Listener};

@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,21 +10,50 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::ResBody;
 
+/// A bound socket that hands out connections: TCP, or (on Unix) a Unix domain socket.
+pub trait Listener: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    type Addr: Send + 'static;
+    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Stream, Self::Addr)>> + Send;
+}
+
+impl Listener for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+    async fn accept(&self) -> std::io::Result<(Self::Stream, Self::Addr)> {
+        let (stream, addr) = TcpListener::accept(self).await?;
+        // Small request/reply exchanges: no Nagle delay.
+        let _ = stream.set_nodelay(true);
+        Ok((stream, addr))
+    }
+}
+
+#[cfg(unix)]
+impl Listener for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    type Addr = tokio::net::unix::SocketAddr;
+    async fn accept(&self) -> std::io::Result<(Self::Stream, Self::Addr)> {
+        tokio::net::UnixListener::accept(self).await
+    }
+}
+
 /// Accepts connections until `shutdown` turns true, handing each to `serve` on a task of
 /// its own. At most `max_connections` are served at once; past that a new connection is
 /// closed at once (logged), so a flood cannot exhaust file descriptors.
-pub async fn accept_loop<F, Fut>(
-    listener: TcpListener,
+pub async fn accept_loop<L, F, Fut>(
+    listener: L,
     max_connections: usize,
     mut shutdown: watch::Receiver<bool>,
     serve: F,
 ) where
-    F: Fn(TcpStream, SocketAddr) -> Fut,
+    L: Listener,
+    F: Fn(L::Stream, L::Addr) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(max_connections));
@@ -47,7 +75,6 @@ pub async fn accept_loop<F, Fut>(
             tracing::warn!("connection limit reached; refusing a connection");
             continue;
         };
-        let _ = stream.set_nodelay(true);
         let conn = serve(stream, peer);
         tokio::spawn(async move {
             conn.await;
