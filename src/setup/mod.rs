@@ -32,7 +32,7 @@ pub mod uninstall;
 
 use std::ffi::OsString;
 
-pub use error::HarnessError;
+pub use error::SetupError;
 
 /// Runs a setup command (`args[1]` is the subcommand) and returns the process exit code.
 pub fn main(args: &[OsString]) -> i32 {

@@ -293,7 +293,7 @@ pub fn render(value: &Value, indent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::host::Host;
+    use crate::setup::host::Host;
     use serde_json::json;
 
     fn ours(exe: &str, budget: u64) -> Value {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::codex::{self, CodexConfig};
 use super::codex_trust::{self, TrustState};
 use super::command::HookCommand;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::files::{backup_path, free_backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::json_config::{self, Position, Upsert};
@@ -40,8 +40,8 @@ impl Planned {
 }
 
 /// Parses a JSON hook file; `Ok(None)` when it does not exist.
-pub fn load_json(snapshot: &Snapshot) -> Result<Option<Value>, HarnessError> {
-    let invalid = |message: String, line: usize, column: usize| HarnessError::InvalidJson {
+pub fn load_json(snapshot: &Snapshot) -> Result<Option<Value>, SetupError> {
+    let invalid = |message: String, line: usize, column: usize| SetupError::InvalidJson {
         path: snapshot.path.clone(),
         message,
         line,
@@ -79,7 +79,7 @@ pub fn plan(
     host: Host,
     request: &InstallRequest,
     dry_run: bool,
-) -> Result<Planned, HarnessError> {
+) -> Result<Planned, SetupError> {
     let would = |done: &str, planned: &str| {
         if dry_run {
             planned.to_string()
@@ -95,7 +95,7 @@ pub fn plan(
     let mut discarded = false;
     let original = match load_json(&snapshot) {
         Ok(value) => value,
-        Err(HarnessError::InvalidJson {
+        Err(SetupError::InvalidJson {
             message,
             line,
             column,
@@ -130,7 +130,7 @@ pub fn plan(
     if !problems.is_empty() {
         let problem = problems.join("; ");
         if !request.force {
-            return Err(HarnessError::WrongShape { path, problem });
+            return Err(SetupError::WrongShape { path, problem });
         }
         planned.lines.push(format!(
             "--force: replacing what {} could not use: {problem}",
@@ -225,7 +225,7 @@ fn codex_trust_step(
     trust: bool,
     dry_run: bool,
     planned: &mut Planned,
-) -> Result<(), HarnessError> {
+) -> Result<(), SetupError> {
     let group = doc["hooks"][json_config::EVENT][position.group]
         .as_object()
         .expect("upsert placed our handler in an object group");
@@ -301,7 +301,7 @@ pub fn trust_instructions(config_path: &Path) -> Vec<String> {
 }
 
 /// Absolute, canonical path of the running executable, for the hook command.
-pub fn default_command_path() -> Result<PathBuf, HarnessError> {
-    let exe = std::env::current_exe().map_err(HarnessError::CurrentExe)?;
-    std::fs::canonicalize(&exe).map_err(HarnessError::CurrentExe)
+pub fn default_command_path() -> Result<PathBuf, SetupError> {
+    let exe = std::env::current_exe().map_err(SetupError::CurrentExe)?;
+    std::fs::canonicalize(&exe).map_err(SetupError::CurrentExe)
 }

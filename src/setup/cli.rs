@@ -8,7 +8,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use super::command::{HookCommand, DEFAULT_BUDGET_SECS, HOOK_EXE_NAME};
 use super::doctor;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::host::{is_executable_file, Env, Host, Scope};
 use super::install::{self, InstallRequest, Planned};
 use super::uninstall;
@@ -126,7 +126,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     }
 }
 
-fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
+fn run(env: &Env, command: Command) -> Result<i32, SetupError> {
     match command {
         Command::InstallHarness(args) => {
             if args.trust && args.host != Host::Codex {
@@ -177,7 +177,7 @@ fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
 }
 
 /// Applies the plan, or for `--dry-run` prints it as diffs; then the summary lines.
-fn finish(planned: Planned, dry_run: bool) -> Result<(), HarnessError> {
+fn finish(planned: Planned, dry_run: bool) -> Result<(), SetupError> {
     if dry_run {
         if planned.is_noop() {
             println!("Dry run: nothing would change.");
@@ -200,12 +200,12 @@ fn finish(planned: Planned, dry_run: bool) -> Result<(), HarnessError> {
 
 /// The executable to write into the hook: `--command-path` or this program, absolute,
 /// named `agentnotify-hook` (the name is how later runs recognise their own entry).
-fn command_path(given: Option<PathBuf>) -> Result<String, HarnessError> {
+fn command_path(given: Option<PathBuf>) -> Result<String, SetupError> {
     let path = match given {
         Some(path) => path,
         None => install::default_command_path()?,
     };
-    let bad = |reason: &str| HarnessError::BadCommandPath {
+    let bad = |reason: &str| SetupError::BadCommandPath {
         path: path.clone(),
         reason: reason.to_string(),
     };
