@@ -16,6 +16,7 @@ use toml_edit::{DocumentMut, Item, Table};
 
 use super::command::HOST_DEFAULT_TIMEOUT_SECS;
 use super::json_config::Position;
+use super::snippets;
 
 /// Codex's snake_case name of the event, used in keys and hashes.
 pub const EVENT_NAME: &str = "permission_request";
@@ -139,7 +140,9 @@ pub fn set_trusted(doc: &mut DocumentMut, key: &str, hash: &str) -> Result<bool,
                 .expect("just inserted")
         }
     };
-    entry.insert("trusted_hash", toml_edit::value(hash));
+    for (name, item) in snippets::trust_fields(hash) {
+        entry.insert(&name, item);
+    }
     Ok(true)
 }
 

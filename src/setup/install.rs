@@ -13,6 +13,7 @@ use super::files::{backup_path, free_backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::json_config::{self, Position, Upsert};
 use super::plan::FileChange;
+use super::snippets;
 
 /// Mode of a hook file we create (hosts create theirs the same way; no secrets inside).
 pub const JSON_MODE: u32 = 0o644;
@@ -146,8 +147,8 @@ pub fn plan(
     let had_ours = original
         .as_ref()
         .is_some_and(|v| !json_config::find_ours(v).is_empty());
-    let handler = json_config::handler_value(&request.command);
-    let (action, position) = json_config::upsert(&mut doc, handler).expect("shape checked above");
+    let group = snippets::hook_group(&request.command);
+    let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
     let changed = discarded || original.as_ref() != Some(&doc);
     let indent = snapshot
         .text()

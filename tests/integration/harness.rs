@@ -158,34 +158,58 @@ fn recipe_hash(command: &str, timeout: u64) -> String {
     format!("sha256:{hex}")
 }
 
+/// A snippet of the top-level `harness/` folder with its `"{{name}}"` placeholders replaced
+/// (quotes included) by already-encoded values: what install must write.
+fn filled(snippet: &str, values: &[(&str, String)]) -> String {
+    values
+        .iter()
+        .fold(snippet.to_string(), |text, (name, value)| {
+            let placeholder = format!("\"{{{{{name}}}}}\"");
+            assert!(text.contains(&placeholder), "{placeholder} in {snippet}");
+            text.replace(&placeholder, value)
+        })
+}
+
+/// The host's hook file snippet for our command, as a fresh install writes it.
+fn hook_snippet(snippet: &str, command: &str, timeout: u64) -> String {
+    filled(
+        snippet,
+        &[
+            ("command", serde_json::to_string(command).unwrap()),
+            ("timeout", timeout.to_string()),
+        ],
+    )
+}
+
+const CLAUDE_SNIPPET: &str = include_str!("../../harness/claude/settings.json");
+const CODEX_SNIPPET: &str = include_str!("../../harness/codex/hooks.json");
+const CODEX_TRUST_SNIPPET: &str = include_str!("../../harness/codex/trust.toml");
+
 #[test]
 fn fresh_claude_install_writes_the_spec_group() {
     let sb = Sandbox::new();
     let out = sb.install("claude", &[]);
     assert_code(&out, 0);
     assert!(stdout(&out).contains("installed the PermissionRequest hook"));
-    let expected = format!(
-        r#"{{
-  "hooks": {{
-    "PermissionRequest": [
-      {{
-        "matcher": "*",
-        "hooks": [
-          {{
-            "type": "command",
-            "command": "{} claude ask-permission --timeout 590",
-            "timeout": 600
-          }}
-        ]
-      }}
-    ]
-  }}
-}}
-"#,
-        sb.exe()
+    let expected = hook_snippet(
+        CLAUDE_SNIPPET,
+        &format!("{} claude ask-permission --timeout 590", sb.exe()),
+        600,
     );
     assert_eq!(read(&sb.claude_settings()), expected);
     assert!(!bak(&sb.claude_settings()).exists(), "nothing to back up");
+}
+
+#[test]
+fn fresh_codex_install_writes_the_harness_snippet() {
+    let sb = Sandbox::new();
+    assert_code(&sb.install("codex", &["--timeout", "100"]), 0);
+    let expected = hook_snippet(
+        CODEX_SNIPPET,
+        &format!("{} codex ask-permission --timeout 100", sb.exe()),
+        110,
+    );
+    assert_eq!(read(&sb.codex_hooks()), expected);
 }
 
 #[test]
@@ -624,7 +648,13 @@ fn codex_trust_writes_the_recipe_hash_and_uninstall_removes_exactly_it() {
         &format!("{} codex ask-permission --timeout 590", sb.exe()),
         600,
     );
-    let entry = format!("[hooks.state.\"{key}\"]\ntrusted_hash = \"{hash}\"\n");
+    let entry = filled(
+        CODEX_TRUST_SNIPPET,
+        &[
+            ("key", toml::Value::from(key.as_str()).to_string()),
+            ("hash", toml::Value::from(hash.as_str()).to_string()),
+        ],
+    );
     assert!(config.contains(&entry), "expected\n{entry}\nin\n{config}");
     assert_eq!(mode(&sb.codex_config()), 0o600);
     assert_eq!(read(&bak(&sb.codex_config())), CODEX_CONFIG);
