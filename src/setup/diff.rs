@@ -1,21 +1,15 @@
-//! A small unified line diff for `--dry-run`.
-//!
-//! Config files are small and edits are local, so a common prefix/suffix trim followed by
-//! a plain LCS table is plenty; no extra dependency needed.
+//! A unified line diff for `--dry-run`: the edit script comes from the `similar` crate
+//! (Myers), the output is the classic `---`/`+++`/`@@` text with 3 lines of context.
 
-/// One line of an edit script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op<'a> {
-    Keep(&'a str),
-    Del(&'a str),
-    Add(&'a str),
-}
+use std::time::{Duration, Instant};
 
-/// Beyond this many LCS cells the middle is shown as "all removed, all added".
-const MAX_TABLE_CELLS: usize = 4_000_000;
+use similar::{Algorithm, ChangeTag, DiffOp};
 
 /// Lines of context around each change.
 const CONTEXT: usize = 3;
+
+/// Past this, the diff is still correct but no longer the shortest (huge files only).
+const TIME_LIMIT: Duration = Duration::from_secs(1);
 
 /// A unified diff of `old` → `new` with `---`/`+++` headers; empty when equal.
 pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
@@ -24,10 +18,11 @@ pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
     }
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
-    let ops = edit_script(&a, &b);
+    let deadline = Some(Instant::now() + TIME_LIMIT);
+    let ops = similar::capture_diff_slices_deadline(Algorithm::Myers, &a, &b, deadline);
     let mut out = format!("--- {old_name}\n+++ {new_name}\n");
-    for hunk in hunks(&ops) {
-        out.push_str(&hunk);
+    for hunk in similar::group_diff_ops(ops, CONTEXT) {
+        push_hunk(&mut out, &hunk, &a, &b);
     }
     if !old.is_empty() && !new.is_empty() && old.ends_with('\n') != new.ends_with('\n') {
         out.push_str("\\ newline at end of file differs\n");
@@ -35,106 +30,31 @@ pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
     out
 }
 
-fn edit_script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Op<'a>> {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..]
-        .iter()
-        .rev()
-        .zip(b[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (ma, mb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
-    let mut ops: Vec<Op> = a[..prefix].iter().map(|l| Op::Keep(l)).collect();
-    if (ma.len() + 1) * (mb.len() + 1) > MAX_TABLE_CELLS {
-        ops.extend(ma.iter().map(|l| Op::Del(l)));
-        ops.extend(mb.iter().map(|l| Op::Add(l)));
-    } else {
-        // lcs[i][j] = length of the LCS of ma[i..] and mb[j..].
-        let width = mb.len() + 1;
-        let mut lcs = vec![0u32; (ma.len() + 1) * width];
-        for i in (0..ma.len()).rev() {
-            for j in (0..mb.len()).rev() {
-                lcs[i * width + j] = if ma[i] == mb[j] {
-                    lcs[(i + 1) * width + j + 1] + 1
-                } else {
-                    lcs[(i + 1) * width + j].max(lcs[i * width + j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < ma.len() || j < mb.len() {
-            if i < ma.len() && j < mb.len() && ma[i] == mb[j] {
-                ops.push(Op::Keep(ma[i]));
-                i += 1;
-                j += 1;
-            } else if i < ma.len()
-                && (j == mb.len() || lcs[(i + 1) * width + j] >= lcs[i * width + j + 1])
-            {
-                ops.push(Op::Del(ma[i]));
-                i += 1;
-            } else {
-                ops.push(Op::Add(mb[j]));
-                j += 1;
-            }
-        }
-    }
-    ops.extend(a[a.len() - suffix..].iter().map(|l| Op::Keep(l)));
-    ops
-}
-
-fn hunks(ops: &[Op]) -> Vec<String> {
-    let changed: Vec<usize> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, op)| !matches!(op, Op::Keep(_)))
-        .map(|(i, _)| i)
-        .collect();
-    let mut out = Vec::new();
-    let mut k = 0;
-    while k < changed.len() {
-        let start = changed[k].saturating_sub(CONTEXT);
-        let mut end = changed[k];
-        while k + 1 < changed.len() && changed[k + 1] <= end + 2 * CONTEXT + 1 {
-            k += 1;
-            end = changed[k];
-        }
-        let end = (end + CONTEXT + 1).min(ops.len());
-        k += 1;
-        let (old_start, new_start) = ops[..start].iter().fold((0, 0), |(o, n), op| match op {
-            Op::Keep(_) => (o + 1, n + 1),
-            Op::Del(_) => (o + 1, n),
-            Op::Add(_) => (o, n + 1),
+/// One `@@ -start,len +start,len @@` hunk and its lines.
+fn push_hunk(out: &mut String, hunk: &[DiffOp], a: &[&str], b: &[&str]) {
+    let (Some(first), Some(last)) = (hunk.first(), hunk.last()) else {
+        return;
+    };
+    let old_start = first.old_range().start;
+    let new_start = first.new_range().start;
+    let old_len = last.old_range().end - old_start;
+    let new_len = last.new_range().end - new_start;
+    // An empty range names the line before it, as diff(1) does.
+    let at = |start: usize, len: usize| if len == 0 { start } else { start + 1 };
+    out.push_str(&format!(
+        "@@ -{},{old_len} +{},{new_len} @@\n",
+        at(old_start, old_len),
+        at(new_start, new_len)
+    ));
+    for change in hunk.iter().flat_map(|op| op.iter_changes(a, b)) {
+        out.push(match change.tag() {
+            ChangeTag::Equal => ' ',
+            ChangeTag::Delete => '-',
+            ChangeTag::Insert => '+',
         });
-        let mut body = String::new();
-        let (mut old_len, mut new_len) = (0, 0);
-        for op in &ops[start..end] {
-            let (sign, line) = match op {
-                Op::Keep(l) => {
-                    old_len += 1;
-                    new_len += 1;
-                    (' ', l)
-                }
-                Op::Del(l) => {
-                    old_len += 1;
-                    ('-', l)
-                }
-                Op::Add(l) => {
-                    new_len += 1;
-                    ('+', l)
-                }
-            };
-            body.push(sign);
-            body.push_str(line);
-            body.push('\n');
-        }
-        let at = |first: usize, len: usize| if len == 0 { first } else { first + 1 };
-        out.push(format!(
-            "@@ -{},{old_len} +{},{new_len} @@\n{body}",
-            at(old_start, old_len),
-            at(new_start, new_len)
-        ));
+        out.push_str(change.value());
+        out.push('\n');
     }
-    out
 }
 
 #[cfg(test)]
