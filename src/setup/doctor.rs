@@ -16,6 +16,7 @@ use super::health::{health, Health};
 use super::host::{is_executable_file, Env, Host, Scope};
 use super::install::load_json;
 use super::json_config;
+use crate::client::{self, Client};
 use crate::paths::Paths;
 
 /// Outcome of one check.
@@ -164,43 +165,31 @@ fn binary_on_path(env: &Env) -> Check {
 
 fn broker(paths: &Paths) -> Check {
     let name = "broker";
-    let (url, explicit) = match std::env::var("AGENTNOTIFY_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    {
-        Some(url) => (url, true),
-        None => {
-            let file = paths.broker_json();
-            let text = match std::fs::read_to_string(&file) {
-                Ok(text) => text,
-                Err(_) => {
-                    return Check::new(None, name, Status::Ok, "not running (starts on demand)")
-                }
-            };
-            match serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["url"].as_str().map(str::to_string))
-            {
-                Some(url) => (url, false),
-                None => {
-                    return Check::new(
-                        None,
-                        name,
-                        Status::Ok,
-                        format!(
-                            "not running ({} is unreadable and will be replaced; starts on demand)",
-                            file.display()
-                        ),
-                    )
-                }
+    // The broker every client would use: the env override, else the one `broker.json` names.
+    let (client, explicit) = match Client::from_env_override() {
+        Some(client) => (client, true),
+        None => match client::from_files(paths) {
+            Some((client, _)) => (client, false),
+            None if paths.broker_json().exists() => {
+                return Check::new(
+                    None,
+                    name,
+                    Status::Ok,
+                    format!(
+                        "not running ({} is unreadable and will be replaced; starts on demand)",
+                        paths.broker_json().display()
+                    ),
+                )
             }
-        }
+            None => return Check::new(None, name, Status::Ok, "not running (starts on demand)"),
+        },
     };
-    match health(&url) {
+    let url = client.base_url();
+    match health(&client) {
         Health::Down if explicit => Check::new(None, name, Status::Fail, format!("nothing answers at {url} (AGENTNOTIFY_URL)"))
             .fix("start the broker there (`agentnotify daemon`) or unset AGENTNOTIFY_URL"),
         Health::Down => Check::new(None, name, Status::Ok, "not running (starts on demand)"),
-        Health::Ok { version, api } if api == "v1" => {
+        Health::Ok { version, api } if api == crate::API_VERSION => {
             Check::new(None, name, Status::Ok, format!("reachable at {url} (version {version})"))
         }
         Health::Ok { version, api } => Check::new(

@@ -12,7 +12,7 @@
 //!
 //! Modules, one job each: [`cli`] (arguments, output), [`install`] / [`uninstall`]
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
-//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe), [`command`] (the hook command line),
+//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client), [`command`] (the hook command line),
 //! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
 //! [`files`] / [`plan`] (safe file replacement), [`diff`].
 

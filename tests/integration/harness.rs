@@ -870,14 +870,18 @@ fn doctor_fails_when_the_binary_is_not_on_path() {
     assert!(text.contains("missing or not executable"), "{text}");
 }
 
-/// Serves one HTTP response on a loopback port and records broker.json pointing at it.
+/// Serves one HTTP response on a loopback port and records broker.json (and the token a
+/// broker writes first) pointing at it.
 fn fake_broker(sb: &Sandbox, response: &'static str) -> std::thread::JoinHandle<String> {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     write(
         &sb.agentnotify_home.join("broker.json"),
-        &json!({"pid": 1, "port": port, "url": format!("http://127.0.0.1:{port}"), "version": "0.1.0", "api": "v1"}).to_string(),
+        &json!({"pid": 1, "port": port, "url": format!("http://127.0.0.1:{port}"), "version": "0.1.0", "api": "v1", "started_at": "2026-01-01T00:00:00Z"}).to_string(),
     );
+    let token = sb.agentnotify_home.join("token");
+    write(&token, "fake-token");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
         let mut request = Vec::new();
