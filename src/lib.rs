@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod exit;
 pub mod fsutil;
 pub mod hook;
 pub mod logging;

@@ -76,3 +76,10 @@ impl SetupError {
         }
     }
 }
+
+impl crate::exit::ExitStatus for SetupError {
+    /// Every setup error is a refusal or a failure; usage errors are clap's.
+    fn exit(&self) -> crate::exit::Exit {
+        crate::exit::Exit::Error
+    }
+}

@@ -980,6 +980,35 @@ fn paths_with_spaces_are_quoted_for_the_shell() {
 }
 
 #[test]
+fn setup_exit_codes_follow_the_one_table() {
+    let sb = Sandbox::new();
+    for args in [
+        &["install-harness", "--bogus"][..],
+        &["uninstall-harness", "claude", "--bogus"][..],
+        &["doctor", "--bogus"][..],
+    ] {
+        assert_code(&sb.run(args), 2);
+    }
+    for args in [
+        &["--help"][..],
+        &["install-harness", "--help"][..],
+        &["uninstall-harness", "--help"][..],
+        &["doctor", "--help"][..],
+    ] {
+        let out = sb.run(args);
+        assert_code(&out, 0);
+        assert!(
+            stdout(&out).contains("exit codes: 0 ok, 1 error, 2 usage, 3 not found.")
+                || stdout(&out).contains("Exit codes: 0 ok, 1 error, 2 usage, 3 not found."),
+            "{args:?}: {}",
+            stdout(&out)
+        );
+    }
+    // The bridge itself never exits non-zero, whatever its arguments.
+    assert_code(&sb.run(&["--bogus"]), 0);
+}
+
+#[test]
 fn usage_errors_and_help() {
     let sb = Sandbox::new();
     let out = sb.run(&["install-harness", "claude", "--ask", "--trust"]);
