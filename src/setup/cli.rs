@@ -9,10 +9,11 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use super::command::{HookCommand, DEFAULT_BUDGET_SECS, HOOK_EXE_NAME};
 use super::doctor;
 use super::error::SetupError;
-use super::host::{is_executable_file, Env, Host, Scope};
+use super::host::{Env, Host, Scope};
 use super::install::{self, InstallRequest, Planned};
 use super::uninstall;
 use crate::exit::{self, Exit};
+use crate::fsutil::is_executable_file;
 
 /// Set up agentnotify's remote-approval hook for Claude Code and Codex.
 #[derive(Debug, Parser)]

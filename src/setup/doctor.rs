@@ -13,10 +13,11 @@ use super::command::{
 };
 use super::files::{file_mode, Snapshot};
 use super::health::{health, Health};
-use super::host::{is_executable_file, Env, Host, Scope};
+use super::host::{Env, Host, Scope};
 use super::install::load_json;
 use super::json_config;
 use crate::client::{self, Client};
+use crate::fsutil::is_executable_file;
 use crate::paths::Paths;
 
 /// Outcome of one check.
@@ -50,7 +51,7 @@ impl Check {
         detail: impl Into<String>,
     ) -> Check {
         Check {
-            host: host.map(Host::name),
+            host: host.map(Host::as_str),
             name,
             status,
             detail: detail.into(),
@@ -288,7 +289,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                     Check::new(Some(host), "config", Status::Fail, e.to_string()).fix(format!(
                         "fix {} (it must be valid JSON for {} to use it)",
                         path.display(),
-                        host.display()
+                        host.display_name()
                     )),
                 );
                 continue;
@@ -359,7 +360,7 @@ fn reinstall_command(host: Host, scope: Scope) -> String {
     };
     format!(
         "agentnotify-hook install-harness {} --ask{scope}",
-        host.name()
+        host.as_str()
     )
 }
 
@@ -379,11 +380,11 @@ fn command_check(host: Host, handler: &Value, reinstall: &str) -> Check {
     } else if !is_executable_file(exe) {
         problems.push(format!("{} is missing or not executable", parsed.exe));
     }
-    if parsed.host.as_deref() != Some(host.name()) {
+    if parsed.host.as_deref() != Some(host.as_str()) {
         problems.push(format!(
             "it does not run the bridge for {} (`{} ask-permission`)",
-            host.display(),
-            host.name()
+            host.display_name(),
+            host.as_str()
         ));
     }
     let budget = parsed.budget_secs.unwrap_or(DEFAULT_BUDGET_SECS);

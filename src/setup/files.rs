@@ -23,11 +23,7 @@ impl Snapshot {
     /// Reads `path`; a missing file is a snapshot with no bytes, not an error.
     pub fn read(path: &Path) -> Result<Snapshot, SetupError> {
         let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let bytes = match std::fs::read(&target) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(SetupError::io("read", path, e)),
-        };
+        let bytes = fsutil::read_if_exists(&target).map_err(|e| SetupError::io("read", path, e))?;
         let mode = match bytes {
             Some(_) => Some(file_mode(&target).map_err(|e| SetupError::io("read", path, e))?),
             None => None,

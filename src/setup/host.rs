@@ -8,34 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::SetupError;
 
-/// A host agent whose `PermissionRequest` hook we manage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Host {
-    /// Claude Code (`settings.json`)
-    Claude,
-    /// OpenAI Codex CLI (`hooks.json`)
-    Codex,
-}
-
-impl Host {
-    pub const ALL: [Host; 2] = [Host::Claude, Host::Codex];
-
-    /// The name used on the command line and in the hook command.
-    pub fn name(self) -> &'static str {
-        match self {
-            Host::Claude => "claude",
-            Host::Codex => "codex",
-        }
-    }
-
-    /// The name people know the host by, for messages.
-    pub fn display(self) -> &'static str {
-        match self {
-            Host::Claude => "Claude Code",
-            Host::Codex => "Codex",
-        }
-    }
-}
+/// A host agent whose `PermissionRequest` hook we manage: the bridge's own.
+pub use crate::hook::Host;
 
 /// Which of a host's config files to edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -158,29 +132,7 @@ impl Env {
 
     /// Finds `name` in `$PATH` as an executable file.
     pub fn which(&self, name: &str) -> Option<PathBuf> {
-        let path = self.path.as_ref()?;
-        std::env::split_paths(path)
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .map(|dir| dir.join(name))
-            .find(|candidate| is_executable_file(candidate))
-    }
-}
-
-/// True for a regular file (after symlinks) that someone may execute.
-pub fn is_executable_file(path: &Path) -> bool {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                meta.permissions().mode() & 0o111 != 0
-            }
-            #[cfg(not(unix))]
-            {
-                true
-            }
-        }
-        _ => false,
+        crate::fsutil::find_executable(self.path.as_ref()?, name)
     }
 }
 

@@ -174,15 +174,15 @@ pub fn plan(
 
     let where_ = format!("{} ({} scope)", path.display(), request.scope.name());
     planned.lines.push(match (changed, action) {
-        (false, _) => format!("{}: already up to date in {where_}", host.display()),
+        (false, _) => format!("{}: already up to date in {where_}", host.display_name()),
         (true, Upsert::Added) => format!(
             "{}: {} the PermissionRequest hook in {where_}",
-            host.display(),
+            host.display_name(),
             would("installed", "would install")
         ),
         (true, _) => format!(
             "{}: {} our PermissionRequest hook in place in {where_}",
-            host.display(),
+            host.display_name(),
             would("updated", "would update")
         ),
     });

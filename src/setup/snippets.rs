@@ -92,7 +92,7 @@ mod tests {
                 group["hooks"][0]["command"],
                 format!(
                     "/b/agentnotify-hook {} ask-permission --timeout 590",
-                    host.name()
+                    host.as_str()
                 )
             );
             assert_eq!(group["hooks"][0]["timeout"], 600);

@@ -21,7 +21,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     let Some(current) = load_json(&snapshot)? else {
         planned.lines.push(format!(
             "{}: nothing to remove ({} does not exist)",
-            host.display(),
+            host.display_name(),
             path.display()
         ));
         return Ok(planned);
@@ -44,7 +44,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     if removed.is_empty() {
         planned.lines.push(format!(
             "{}: not installed in {}; nothing changed",
-            host.display(),
+            host.display_name(),
             path.display()
         ));
         return Ok(planned);
@@ -86,7 +86,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     };
     planned.lines.push(format!(
         "{}: {} {} PermissionRequest handler(s) from {} ({} scope)",
-        host.display(),
+        host.display_name(),
         would("removed", "would remove"),
         removed.len(),
         path.display(),
