@@ -70,9 +70,15 @@ impl Sandbox {
 
     /// Runs the real binary with only the sandbox's environment.
     fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[])
+    }
+
+    /// [`Sandbox::run`] with extra environment variables.
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .env_clear()
+            .envs(env.iter().copied())
             .env("HOME", &self.home)
             .env("AGENTNOTIFY_HOME", &self.agentnotify_home)
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
@@ -937,6 +943,36 @@ fn doctor_fails_when_something_else_holds_the_broker_port() {
         stdout(&out)
     );
     server.join().unwrap();
+}
+
+/// doctor looks where every client looks: `AGENTNOTIFY_URL` counts only with
+/// `AGENTNOTIFY_TOKEN`, as for the hook.
+#[test]
+fn doctor_finds_the_broker_as_the_hook_does() {
+    let sb = Sandbox::new();
+    assert_code(&sb.install("claude", &[]), 0);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let out = sb.run_with(&["doctor"], &[("AGENTNOTIFY_URL", &dead)]);
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("broker: not running (starts on demand)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.run_with(
+        &["doctor"],
+        &[("AGENTNOTIFY_URL", &dead), ("AGENTNOTIFY_TOKEN", "t")],
+    );
+    assert_code(&out, 1);
+    assert!(
+        stdout(&out).contains(&format!(
+            "FAIL  broker: nothing answers at {dead} (AGENTNOTIFY_URL)"
+        )),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
