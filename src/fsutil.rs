@@ -1,7 +1,9 @@
-//! Small file helpers shared by every layer: private files and atomic replacement.
+//! Small file helpers shared by every layer: private files, atomic replacement, reading a
+//! file that may be absent, finding an executable.
 
+use std::ffi::OsStr;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically: a private temp file in the same folder, fsynced,
 /// then renamed over the target. Readers see the old or the new content, never a mix.
@@ -52,4 +54,39 @@ pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
         options.mode(0o600);
     }
     options.open(path)
+}
+
+/// The file's bytes; `None` when it does not exist (any other failure is an error).
+pub fn read_if_exists(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The first executable file called `name` in the folders of a `PATH`-style list.
+pub fn find_executable(path_list: &OsStr, name: &str) -> Option<PathBuf> {
+    std::env::split_paths(path_list)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable_file(candidate))
+}
+
+/// True for a regular file (after symlinks) that someone may execute.
+pub fn is_executable_file(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                meta.permissions().mode() & 0o111 != 0
+            }
+            #[cfg(not(unix))]
+            {
+                true
+            }
+        }
+        _ => false,
+    }
 }

@@ -13,13 +13,14 @@ pub mod config;
 pub mod daemon;
 pub mod device;
 pub mod endpoint;
+pub mod exit;
 pub mod fsutil;
-pub mod harness;
 pub mod hook;
 pub mod logging;
 pub mod paths;
 pub mod relay;
 pub mod secret;
+pub mod setup;
 pub mod store;
 
 /// This build's version, reported by `/health` and `broker.json`.

@@ -4,7 +4,7 @@ fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match args.get(1).and_then(|a| a.to_str()) {
         Some("install-harness" | "uninstall-harness" | "doctor") => {
-            std::process::exit(agentnotify::harness::main(&args))
+            std::process::exit(agentnotify::setup::main(&args))
         }
         _ => agentnotify::hook::main(args),
     }

@@ -11,7 +11,10 @@ use clap::{Args, Parser, Subcommand};
 answer (first valid wins), and lets you answer from this terminal, a web page or a phone.\n\n\
 Start here: `agentnotify demo` sends a sample permission request through the real hook; \
 `agentnotify ui` opens the live web page where you answer questions with one click.",
-    after_help = "Exit codes: 0 ok, 1 error, 3 not found. Errors go to stderr as one line with their code."
+    after_help = format!(
+        "Exit codes: {}. Errors go to stderr as one line with their code.",
+        crate::exit::TABLE
+    )
 )]
 pub struct Cli {
     #[command(subcommand)]

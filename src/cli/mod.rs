@@ -13,14 +13,11 @@ use serde_json::{json, Value};
 pub use args::Cli;
 use args::{Command, InteractionsCommand, NotifyCommand};
 
+use crate::cli::relay::RelayCliError;
 use crate::client::{self, Client, ClientError};
 use crate::daemon::{self, DaemonExit, DaemonOptions};
+use crate::exit::{self, Exit, ExitStatus};
 use crate::paths::Paths;
-
-/// Exit codes (SPEC §5).
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_ERROR: i32 = 1;
-pub const EXIT_NOT_FOUND: i32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -31,18 +28,20 @@ pub enum CliError {
     #[error(transparent)]
     Paths(#[from] crate::paths::PathsError),
     #[error(transparent)]
-    Relay(#[from] crate::cli::relay::RelayCliError),
+    Relay(#[from] RelayCliError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
     Other(String),
 }
 
-impl CliError {
-    fn exit_code(&self) -> i32 {
+impl ExitStatus for CliError {
+    fn exit(&self) -> Exit {
         match self {
-            CliError::Client(ClientError::Api { status: 404, .. }) => EXIT_NOT_FOUND,
-            _ => EXIT_ERROR,
+            CliError::Client(ClientError::Api { status: 404, .. })
+            | CliError::Relay(RelayCliError::NotFound(_)) => Exit::NotFound,
+            CliError::Usage(_) => Exit::Usage,
+            _ => Exit::Error,
         }
     }
 }
@@ -51,10 +50,7 @@ impl CliError {
 pub fn main(args: Vec<OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
-        }
+        Err(e) => return exit::clap_error(&e),
     };
     let result = match cli.command {
         Command::Daemon(a) => run_daemon(a),
@@ -75,11 +71,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     match result {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("agentnotify: {e}");
-            e.exit_code()
-        }
+        Ok(()) => Exit::Ok.code(),
+        Err(e) => exit::fail("agentnotify", &e),
     }
 }
 

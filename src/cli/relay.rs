@@ -205,6 +205,9 @@ pub enum RelayCliError {
     Client(#[from] crate::client::ClientError),
     #[error("{0}")]
     Usage(String),
+    /// The provider named does not exist (exit 3).
+    #[error("no relay provider named {0:?}")]
+    NotFound(String),
 }
 
 type Result<T> = std::result::Result<T, RelayCliError>;
@@ -245,10 +248,7 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
         RelayCommand::Remove(p) => {
             let mut cfg = RelayConfig::load(&config_file)?;
             if cfg.provider(&p.id).is_none() {
-                return Err(RelayCliError::Usage(format!(
-                    "no relay provider named {:?}",
-                    p.id
-                )));
+                return Err(RelayCliError::NotFound(p.id));
             }
             cfg.providers.retain(|x| x.id != p.id);
             cfg.routes.retain(|r| r.provider != p.id);
@@ -322,7 +322,7 @@ fn set_provider_enabled(config_file: &std::path::Path, id: &str, enabled: bool) 
         .providers
         .iter_mut()
         .find(|p| p.id == id)
-        .ok_or_else(|| RelayCliError::Usage(format!("no relay provider named {id:?}")))?;
+        .ok_or_else(|| RelayCliError::NotFound(id.to_string()))?;
     p.enabled = enabled;
     cfg.save(config_file)?;
     println!(
@@ -395,7 +395,7 @@ fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
     let cfg = RelayConfig::load(&paths.config_file())?;
     let provider = cfg
         .provider(id)
-        .ok_or_else(|| RelayCliError::Usage(format!("no relay provider named {id:?}")))?;
+        .ok_or_else(|| RelayCliError::NotFound(id.to_string()))?;
     let secrets = config::load_secrets(paths)?;
     let s = secrets.get(id).ok_or_else(|| {
         RelayCliError::Usage(format!(

@@ -75,6 +75,8 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 #[derive(Clone)]
 pub struct Client {
     base: String,
+    /// The Unix socket, when the client uses one.
+    socket: Option<std::path::PathBuf>,
     token: Secret,
     transport: transport::Transport,
     /// Over TCP: set once the broker has proved it holds the token.
@@ -86,6 +88,7 @@ impl Client {
     pub fn new(base: impl Into<String>, token: Secret) -> Client {
         Client {
             base: base.into().trim_end_matches('/').to_string(),
+            socket: None,
             token,
             transport: transport::Transport::tcp(),
             proven: Default::default(),
@@ -95,10 +98,12 @@ impl Client {
     /// A client for the broker listening on the Unix socket at `path`.
     #[cfg(unix)]
     pub fn unix(path: impl Into<std::path::PathBuf>, token: Secret) -> Client {
+        let path = path.into();
         Client {
             base: "http://localhost".into(),
+            socket: Some(path.clone()),
             token,
-            transport: transport::Transport::unix(path.into()),
+            transport: transport::Transport::unix(path),
             proven: Default::default(),
         }
     }
@@ -112,6 +117,14 @@ impl Client {
             .ok()
             .filter(|s| !s.is_empty())?;
         Some(Client::new(url, Secret::new(token)))
+    }
+
+    /// Where this client reaches the broker: `unix:<socket>` or the broker's URL.
+    pub fn address(&self) -> String {
+        match &self.socket {
+            Some(path) => format!("unix:{}", path.display()),
+            None => self.base.clone(),
+        }
     }
 
     /// `GET /health` (no auth): the broker's version and API generation.

@@ -8,14 +8,19 @@ use serde_json::{json, Map, Value};
 
 use crate::model::digest::hex_sha256;
 
-/// Which host runs us. Decides the decision format and the extras offered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which host runs us. Decides the decision format and the extras offered, and (setup)
+/// which files our hook goes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Host {
+    /// Claude Code (`settings.json`)
     Claude,
+    /// OpenAI Codex CLI (`hooks.json`)
     Codex,
 }
 
 impl Host {
+    pub const ALL: [Host; 2] = [Host::Claude, Host::Codex];
+
     pub fn parse(s: &str) -> Option<Host> {
         match s {
             "claude" => Some(Host::Claude),
@@ -29,7 +34,8 @@ impl Host {
             Host::Codex => "codex",
         }
     }
-    fn display_name(self) -> &'static str {
+    /// The name people know the host by, for messages.
+    pub fn display_name(self) -> &'static str {
         match self {
             Host::Claude => "Claude Code",
             Host::Codex => "Codex",

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// by its name, not `crate::`.)
 const ALLOWED: &[(&str, &[&str])] = &[
     ("fsutil", &[]),
+    ("exit", &[]),
     ("paths", &[]),
     ("config", &[]),
     ("secret", &["fsutil"]),
@@ -37,22 +38,22 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "hook",
-        &["client", "logging", "model", "paths", "secret", "fsutil"],
+        &[
+            "client", "logging", "model", "paths", "secret", "fsutil", "exit",
+        ],
     ),
     ("device", &["fsutil", "model", "secret", "paths"]),
     (
-        "harness",
-        &["client", "endpoint", "fsutil", "paths", "model", "secret"],
-    ),
-    (
         "setup",
-        &["client", "endpoint", "fsutil", "paths", "model", "secret"],
+        &[
+            "client", "endpoint", "fsutil", "paths", "model", "secret", "hook", "exit",
+        ],
     ),
     (
         "cli",
         &[
             "client", "daemon", "device", "relay", "config", "endpoint", "fsutil", "logging",
-            "model", "paths", "secret", "hook", "setup", "harness",
+            "model", "paths", "secret", "hook", "setup", "exit",
         ],
     ),
 ];

@@ -195,7 +195,7 @@ fn ask_list_get_wait_respond_cancel_round_trip() {
 }
 
 #[test]
-fn help_is_there_and_usage_errors_exit_1() {
+fn help_is_there_and_usage_errors_exit_2() {
     let home = Home::new();
     let out = run(&home, &["help", "interactions"]);
     assert!(out.status.success());
@@ -219,7 +219,7 @@ fn help_is_there_and_usage_errors_exit_1() {
     let out = run(&home, &["interactions", "respond", "--help"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("--digest"));
     let out = run(&home, &["interactions", "bogus"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let out = run(
         &home,
         &[
@@ -234,9 +234,57 @@ fn help_is_there_and_usage_errors_exit_1() {
     );
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(2),
         "respond needs --choice or --text"
     );
+}
+
+/// One table for both programs: 0 ok, 1 error, 2 usage, 3 not found, stated in `--help`.
+#[test]
+fn exit_codes_follow_the_one_table() {
+    let home = Home::new();
+    let out = run(&home, &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Exit codes: 0 ok, 1 error, 2 usage, 3 not found."),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&home, &["--bogus"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown option is a usage error"
+    );
+    let out = run(&home, &["interactions", "wait", "abc", "--timeout", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a value out of range is a usage error"
+    );
+    for args in [
+        &["relay", "pair", "nosuch"][..],
+        &["relay", "enable", "nosuch"][..],
+        &["relay", "remove", "nosuch"][..],
+    ] {
+        let out = run(&home, args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "agentnotify: no relay provider named \"nosuch\"\n"
+        );
+    }
+    let out = run(&home, &["token", "--path"]);
+    assert_eq!(out.status.code(), Some(0));
+    let _d = Daemon::start(&home, &[]);
+    let out = run(
+        &home,
+        &["interactions", "get", "0123456789abcdef0123456789abcdef"],
+    );
+    assert_eq!(out.status.code(), Some(3), "an unknown id is not found");
+    let out = run(&home, &["status"]);
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]

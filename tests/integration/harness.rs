@@ -70,9 +70,15 @@ impl Sandbox {
 
     /// Runs the real binary with only the sandbox's environment.
     fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[])
+    }
+
+    /// [`Sandbox::run`] with extra environment variables.
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .env_clear()
+            .envs(env.iter().copied())
             .env("HOME", &self.home)
             .env("AGENTNOTIFY_HOME", &self.agentnotify_home)
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
@@ -158,34 +164,58 @@ fn recipe_hash(command: &str, timeout: u64) -> String {
     format!("sha256:{hex}")
 }
 
+/// A snippet of the top-level `harness/` folder with its `"{{name}}"` placeholders replaced
+/// (quotes included) by already-encoded values: what install must write.
+fn filled(snippet: &str, values: &[(&str, String)]) -> String {
+    values
+        .iter()
+        .fold(snippet.to_string(), |text, (name, value)| {
+            let placeholder = format!("\"{{{{{name}}}}}\"");
+            assert!(text.contains(&placeholder), "{placeholder} in {snippet}");
+            text.replace(&placeholder, value)
+        })
+}
+
+/// The host's hook file snippet for our command, as a fresh install writes it.
+fn hook_snippet(snippet: &str, command: &str, timeout: u64) -> String {
+    filled(
+        snippet,
+        &[
+            ("command", serde_json::to_string(command).unwrap()),
+            ("timeout", timeout.to_string()),
+        ],
+    )
+}
+
+const CLAUDE_SNIPPET: &str = include_str!("../../harness/claude/settings.json");
+const CODEX_SNIPPET: &str = include_str!("../../harness/codex/hooks.json");
+const CODEX_TRUST_SNIPPET: &str = include_str!("../../harness/codex/trust.toml");
+
 #[test]
 fn fresh_claude_install_writes_the_spec_group() {
     let sb = Sandbox::new();
     let out = sb.install("claude", &[]);
     assert_code(&out, 0);
     assert!(stdout(&out).contains("installed the PermissionRequest hook"));
-    let expected = format!(
-        r#"{{
-  "hooks": {{
-    "PermissionRequest": [
-      {{
-        "matcher": "*",
-        "hooks": [
-          {{
-            "type": "command",
-            "command": "{} claude ask-permission --timeout 590",
-            "timeout": 600
-          }}
-        ]
-      }}
-    ]
-  }}
-}}
-"#,
-        sb.exe()
+    let expected = hook_snippet(
+        CLAUDE_SNIPPET,
+        &format!("{} claude ask-permission --timeout 590", sb.exe()),
+        600,
     );
     assert_eq!(read(&sb.claude_settings()), expected);
     assert!(!bak(&sb.claude_settings()).exists(), "nothing to back up");
+}
+
+#[test]
+fn fresh_codex_install_writes_the_harness_snippet() {
+    let sb = Sandbox::new();
+    assert_code(&sb.install("codex", &["--timeout", "100"]), 0);
+    let expected = hook_snippet(
+        CODEX_SNIPPET,
+        &format!("{} codex ask-permission --timeout 100", sb.exe()),
+        110,
+    );
+    assert_eq!(read(&sb.codex_hooks()), expected);
 }
 
 #[test]
@@ -624,7 +654,13 @@ fn codex_trust_writes_the_recipe_hash_and_uninstall_removes_exactly_it() {
         &format!("{} codex ask-permission --timeout 590", sb.exe()),
         600,
     );
-    let entry = format!("[hooks.state.\"{key}\"]\ntrusted_hash = \"{hash}\"\n");
+    let entry = filled(
+        CODEX_TRUST_SNIPPET,
+        &[
+            ("key", toml::Value::from(key.as_str()).to_string()),
+            ("hash", toml::Value::from(hash.as_str()).to_string()),
+        ],
+    );
     assert!(config.contains(&entry), "expected\n{entry}\nin\n{config}");
     assert_eq!(mode(&sb.codex_config()), 0o600);
     assert_eq!(read(&bak(&sb.codex_config())), CODEX_CONFIG);
@@ -840,14 +876,18 @@ fn doctor_fails_when_the_binary_is_not_on_path() {
     assert!(text.contains("missing or not executable"), "{text}");
 }
 
-/// Serves one HTTP response on a loopback port and records broker.json pointing at it.
+/// Serves one HTTP response on a loopback port and records broker.json (and the token a
+/// broker writes first) pointing at it.
 fn fake_broker(sb: &Sandbox, response: &'static str) -> std::thread::JoinHandle<String> {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     write(
         &sb.agentnotify_home.join("broker.json"),
-        &json!({"pid": 1, "port": port, "url": format!("http://127.0.0.1:{port}"), "version": "0.1.0", "api": "v1"}).to_string(),
+        &json!({"pid": 1, "port": port, "url": format!("http://127.0.0.1:{port}"), "version": "0.1.0", "api": "v1", "started_at": "2026-01-01T00:00:00Z"}).to_string(),
     );
+    let token = sb.agentnotify_home.join("token");
+    write(&token, "fake-token");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
         let mut request = Vec::new();
@@ -905,6 +945,36 @@ fn doctor_fails_when_something_else_holds_the_broker_port() {
     server.join().unwrap();
 }
 
+/// doctor looks where every client looks: `AGENTNOTIFY_URL` counts only with
+/// `AGENTNOTIFY_TOKEN`, as for the hook.
+#[test]
+fn doctor_finds_the_broker_as_the_hook_does() {
+    let sb = Sandbox::new();
+    assert_code(&sb.install("claude", &[]), 0);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let out = sb.run_with(&["doctor"], &[("AGENTNOTIFY_URL", &dead)]);
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("broker: not running (starts on demand)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.run_with(
+        &["doctor"],
+        &[("AGENTNOTIFY_URL", &dead), ("AGENTNOTIFY_TOKEN", "t")],
+    );
+    assert_code(&out, 1);
+    assert!(
+        stdout(&out).contains(&format!(
+            "FAIL  broker: nothing answers at {dead} (AGENTNOTIFY_URL)"
+        )),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn paths_with_spaces_are_quoted_for_the_shell() {
     let sb = Sandbox::new();
@@ -943,6 +1013,35 @@ fn paths_with_spaces_are_quoted_for_the_shell() {
         .collect();
     assert_eq!(failing.len(), 1, "{failing:?}");
     assert_eq!(failing[0]["name"], "trust");
+}
+
+#[test]
+fn setup_exit_codes_follow_the_one_table() {
+    let sb = Sandbox::new();
+    for args in [
+        &["install-harness", "--bogus"][..],
+        &["uninstall-harness", "claude", "--bogus"][..],
+        &["doctor", "--bogus"][..],
+    ] {
+        assert_code(&sb.run(args), 2);
+    }
+    for args in [
+        &["--help"][..],
+        &["install-harness", "--help"][..],
+        &["uninstall-harness", "--help"][..],
+        &["doctor", "--help"][..],
+    ] {
+        let out = sb.run(args);
+        assert_code(&out, 0);
+        assert!(
+            stdout(&out).contains("exit codes: 0 ok, 1 error, 2 usage, 3 not found.")
+                || stdout(&out).contains("Exit codes: 0 ok, 1 error, 2 usage, 3 not found."),
+            "{args:?}: {}",
+            stdout(&out)
+        );
+    }
+    // The bridge itself never exits non-zero, whatever its arguments.
+    assert_code(&sb.run(&["--bogus"]), 0);
 }
 
 #[test]

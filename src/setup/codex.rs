@@ -7,7 +7,7 @@ use serde_json::Value;
 use toml_edit::DocumentMut;
 
 use super::codex_trust;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::files::{backup_path, Snapshot};
 use super::plan::FileChange;
 
@@ -45,19 +45,19 @@ pub struct CodexConfig {
 const CONFIG_MODE: u32 = 0o600;
 
 impl CodexConfig {
-    pub fn load(path: &Path) -> Result<CodexConfig, HarnessError> {
+    pub fn load(path: &Path) -> Result<CodexConfig, SetupError> {
         let snapshot = Snapshot::read(path)?;
         let doc = match snapshot.text() {
             None => DocumentMut::new(),
             Some(Err(e)) => {
-                return Err(HarnessError::InvalidToml {
+                return Err(SetupError::InvalidToml {
                     path: path.to_path_buf(),
                     message: e.to_string(),
                 })
             }
             Some(Ok(text)) => {
                 text.parse()
-                    .map_err(|e: toml_edit::TomlError| HarnessError::InvalidToml {
+                    .map_err(|e: toml_edit::TomlError| SetupError::InvalidToml {
                         path: path.to_path_buf(),
                         message: e.message().to_string(),
                     })?
@@ -67,10 +67,10 @@ impl CodexConfig {
     }
 
     /// Plans recording `hash` as trusted for `key`; `None` when already recorded.
-    pub fn plan_trust(&self, key: &str, hash: &str) -> Result<Option<FileChange>, HarnessError> {
+    pub fn plan_trust(&self, key: &str, hash: &str) -> Result<Option<FileChange>, SetupError> {
         let mut doc = self.doc.clone();
         let changed = codex_trust::set_trusted(&mut doc, key, hash).map_err(|problem| {
-            HarnessError::WrongShapeNoForce {
+            SetupError::WrongShapeNoForce {
                 path: self.snapshot.path.clone(),
                 problem,
             }

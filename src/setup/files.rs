@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::HarnessError;
+use super::error::SetupError;
 use crate::fsutil;
 
 /// A config file as found before we change it.
@@ -21,15 +21,11 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Reads `path`; a missing file is a snapshot with no bytes, not an error.
-    pub fn read(path: &Path) -> Result<Snapshot, HarnessError> {
+    pub fn read(path: &Path) -> Result<Snapshot, SetupError> {
         let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let bytes = match std::fs::read(&target) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(HarnessError::io("read", path, e)),
-        };
+        let bytes = fsutil::read_if_exists(&target).map_err(|e| SetupError::io("read", path, e))?;
         let mode = match bytes {
-            Some(_) => Some(file_mode(&target).map_err(|e| HarnessError::io("read", path, e))?),
+            Some(_) => Some(file_mode(&target).map_err(|e| SetupError::io("read", path, e))?),
             None => None,
         };
         Ok(Snapshot {
@@ -79,26 +75,26 @@ pub fn write_file(
     bytes: &[u8],
     mode: Option<u32>,
     new_mode: u32,
-) -> Result<(), HarnessError> {
+) -> Result<(), SetupError> {
     if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
-            .map_err(|e| HarnessError::io("create the folder", parent, e))?;
+            .map_err(|e| SetupError::io("create the folder", parent, e))?;
     }
     // The temp file is created with at most `mode` (the umask only removes bits), then the
     // exact original bits are restored, so the file is never more open than before.
     fsutil::write_atomic(target, bytes, mode.unwrap_or(new_mode))
-        .map_err(|e| HarnessError::io("write", target, e))?;
+        .map_err(|e| SetupError::io("write", target, e))?;
     if let Some(mode) = mode {
-        set_mode(target, mode).map_err(|e| HarnessError::io("set permissions of", target, e))?;
+        set_mode(target, mode).map_err(|e| SetupError::io("set permissions of", target, e))?;
     }
     Ok(())
 }
 
 /// Removes a file; a file that is already gone is fine.
-pub fn remove_file(path: &Path) -> Result<(), HarnessError> {
+pub fn remove_file(path: &Path) -> Result<(), SetupError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(HarnessError::io("remove", path, e))
+            Err(SetupError::io("remove", path, e))
         }
         _ => Ok(()),
     }

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::command::{parse_hook_command, HookCommand};
+use super::command::parse_hook_command;
 
 /// The hook event we install under.
 pub const EVENT: &str = "PermissionRequest";
@@ -86,23 +86,6 @@ pub fn repair_shape(root: &mut Value) -> Vec<ShapeProblem> {
     fixed
 }
 
-/// The handler object we write: `{"type":"command","command":…,"timeout":…}`.
-pub fn handler_value(cmd: &HookCommand) -> Value {
-    let mut handler = Map::new();
-    handler.insert("type".into(), "command".into());
-    handler.insert("command".into(), cmd.command_line().into());
-    handler.insert("timeout".into(), cmd.handler_timeout_secs().into());
-    Value::Object(handler)
-}
-
-/// The group we add when none of ours exists: matches every tool.
-pub fn group_value(handler: Value) -> Value {
-    let mut group = Map::new();
-    group.insert("matcher".into(), "*".into());
-    group.insert("hooks".into(), Value::Array(vec![handler]));
-    Value::Object(group)
-}
-
 /// True when a handler runs our bridge (`agentnotify-hook … ask-permission`).
 pub fn is_ours(handler: &Value) -> bool {
     handler
@@ -165,11 +148,13 @@ pub enum Upsert {
     Unchanged,
 }
 
-/// Puts `handler` into the document: replaces the first handler of ours in place, drops
-/// any further copies, or appends a new group after every existing one (appending keeps
-/// the positions, and so the Codex trust, of every other hook).
-pub fn upsert(root: &mut Value, handler: Value) -> Result<(Upsert, Position), ShapeProblem> {
+/// Puts our handler into the document: replaces the first handler of ours in place with
+/// the one in `group` (a [`super::snippets::hook_group`]), drops any further copies, or
+/// appends `group` after every existing one (appending keeps the positions, and so the
+/// Codex trust, of every other hook).
+pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), ShapeProblem> {
     check_shape(root)?;
+    let handler = group["hooks"][0].clone();
     let positions: Vec<Position> = find_ours(root).iter().map(|f| f.position).collect();
     let Some((&first, duplicates)) = positions.split_first() else {
         let hooks = root
@@ -184,7 +169,7 @@ pub fn upsert(root: &mut Value, handler: Value) -> Result<(Upsert, Position), Sh
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .expect("checked: array");
-        groups.push(group_value(handler));
+        groups.push(group);
         let position = Position {
             group: groups.len() - 1,
             handler: 0,
@@ -293,15 +278,23 @@ pub fn render(value: &Value, indent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::host::Host;
+    use crate::setup::command::HookCommand;
+    use crate::setup::host::Host;
+    use crate::setup::snippets::hook_group;
     use serde_json::json;
 
-    fn ours(exe: &str, budget: u64) -> Value {
-        handler_value(&HookCommand {
+    /// Our group, as install merges it.
+    fn our_group(exe: &str, budget: u64) -> Value {
+        hook_group(&HookCommand {
             host: Host::Claude,
             exe: exe.into(),
             budget_secs: budget,
         })
+    }
+
+    /// Our handler, as found in a file.
+    fn ours(exe: &str, budget: u64) -> Value {
+        our_group(exe, budget)["hooks"][0].clone()
     }
 
     fn other(cmd: &str) -> Value {
@@ -311,7 +304,7 @@ mod tests {
     #[test]
     fn adds_a_group_to_an_empty_document() {
         let mut doc = json!({});
-        let (action, pos) = upsert(&mut doc, ours("/b/agentnotify-hook", 590)).unwrap();
+        let (action, pos) = upsert(&mut doc, our_group("/b/agentnotify-hook", 590)).unwrap();
         assert_eq!(action, Upsert::Added);
         assert_eq!(
             pos,
@@ -349,7 +342,7 @@ mod tests {
                 {"matcher": "Bash", "hooks": [other("/bin/audit")]}
             ]}, "a": 2
         });
-        let (action, pos) = upsert(&mut doc, ours("/b/agentnotify-hook", 590)).unwrap();
+        let (action, pos) = upsert(&mut doc, our_group("/b/agentnotify-hook", 590)).unwrap();
         assert_eq!(action, Upsert::Added);
         assert_eq!(
             pos,
@@ -383,7 +376,7 @@ mod tests {
             {"matcher": "*", "hooks": [other("/bin/b")]}
         ]}});
         let new = ours("/new/agentnotify-hook", 30);
-        let (action, pos) = upsert(&mut doc, new.clone()).unwrap();
+        let (action, pos) = upsert(&mut doc, our_group("/new/agentnotify-hook", 30)).unwrap();
         assert_eq!(action, Upsert::Updated);
         assert_eq!(
             pos,
@@ -400,7 +393,12 @@ mod tests {
             ]}})
         );
         let before = doc.clone();
-        assert_eq!(upsert(&mut doc, new).unwrap().0, Upsert::Unchanged);
+        assert_eq!(
+            upsert(&mut doc, our_group("/new/agentnotify-hook", 30))
+                .unwrap()
+                .0,
+            Upsert::Unchanged
+        );
         assert_eq!(doc, before);
     }
 
@@ -419,12 +417,12 @@ mod tests {
         ] {
             let before = doc.clone();
             assert_eq!(
-                upsert(&mut doc, ours("/b/agentnotify-hook", 590)),
+                upsert(&mut doc, our_group("/b/agentnotify-hook", 590)),
                 Err(problem.clone())
             );
             assert_eq!(doc, before, "untouched on refusal");
             assert_eq!(repair_shape(&mut doc), vec![problem]);
-            assert!(upsert(&mut doc, ours("/b/agentnotify-hook", 590)).is_ok());
+            assert!(upsert(&mut doc, our_group("/b/agentnotify-hook", 590)).is_ok());
         }
     }
 
@@ -467,12 +465,12 @@ mod tests {
     fn remove_keeps_empty_containers_the_original_had() {
         let original = json!({"hooks": {}});
         let mut doc = original.clone();
-        upsert(&mut doc, ours("/b/agentnotify-hook", 590)).unwrap();
+        upsert(&mut doc, our_group("/b/agentnotify-hook", 590)).unwrap();
         remove_ours(&mut doc, Some(&original)).unwrap();
         assert_eq!(doc, original);
         let original = json!({"hooks": {"PermissionRequest": []}});
         let mut doc = original.clone();
-        upsert(&mut doc, ours("/b/agentnotify-hook", 590)).unwrap();
+        upsert(&mut doc, our_group("/b/agentnotify-hook", 590)).unwrap();
         remove_ours(&mut doc, Some(&original)).unwrap();
         assert_eq!(doc, original);
     }

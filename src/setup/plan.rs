@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::diff;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::files::{self, Snapshot};
 
 /// What happens to one file.
@@ -69,7 +69,7 @@ impl FileChange {
     }
 
     /// Performs the change: backup, then atomic replace (or delete), then clean-up.
-    pub fn apply(&self) -> Result<(), HarnessError> {
+    pub fn apply(&self) -> Result<(), SetupError> {
         if self.is_noop() {
             return Ok(());
         }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::codex::CodexConfig;
 use super::codex_trust;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::files::{backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::install::{load_json, Planned, JSON_MODE};
@@ -13,7 +13,7 @@ use super::json_config::{self, Position};
 use super::plan::FileChange;
 
 /// Plans removing our hook from `host`'s file for `scope`.
-pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planned, HarnessError> {
+pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planned, SetupError> {
     let would = |done: &'static str, planned: &'static str| if dry_run { planned } else { done };
     let path = env.hook_file(host, scope)?;
     let snapshot = Snapshot::read(&path)?;
@@ -21,12 +21,12 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     let Some(current) = load_json(&snapshot)? else {
         planned.lines.push(format!(
             "{}: nothing to remove ({} does not exist)",
-            host.display(),
+            host.display_name(),
             path.display()
         ));
         return Ok(planned);
     };
-    json_config::check_shape(&current).map_err(|p| HarnessError::WrongShapeNoForce {
+    json_config::check_shape(&current).map_err(|p| SetupError::WrongShapeNoForce {
         path: path.clone(),
         problem: p.to_string(),
     })?;
@@ -44,7 +44,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     if removed.is_empty() {
         planned.lines.push(format!(
             "{}: not installed in {}; nothing changed",
-            host.display(),
+            host.display_name(),
             path.display()
         ));
         return Ok(planned);
@@ -86,7 +86,7 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     };
     planned.lines.push(format!(
         "{}: {} {} PermissionRequest handler(s) from {} ({} scope)",
-        host.display(),
+        host.display_name(),
         would("removed", "would remove"),
         removed.len(),
         path.display(),

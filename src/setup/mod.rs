@@ -12,8 +12,9 @@
 //!
 //! Modules, one job each: [`cli`] (arguments, output), [`install`] / [`uninstall`]
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
-//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe), [`command`] (the hook command line),
-//! [`host`] (where files live), [`files`] / [`plan`] (safe file replacement), [`diff`].
+//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client), [`command`] (the hook command line),
+//! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
+//! [`files`] / [`plan`] (safe file replacement), [`diff`].
 
 pub mod cli;
 pub mod codex;
@@ -28,11 +29,12 @@ pub mod host;
 pub mod install;
 pub mod json_config;
 pub mod plan;
+pub mod snippets;
 pub mod uninstall;
 
 use std::ffi::OsString;
 
-pub use error::HarnessError;
+pub use error::SetupError;
 
 /// Runs a setup command (`args[1]` is the subcommand) and returns the process exit code.
 pub fn main(args: &[OsString]) -> i32 {

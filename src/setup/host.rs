@@ -6,36 +6,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::error::HarnessError;
+use super::error::SetupError;
 
-/// A host agent whose `PermissionRequest` hook we manage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Host {
-    /// Claude Code (`settings.json`)
-    Claude,
-    /// OpenAI Codex CLI (`hooks.json`)
-    Codex,
-}
-
-impl Host {
-    pub const ALL: [Host; 2] = [Host::Claude, Host::Codex];
-
-    /// The name used on the command line and in the hook command.
-    pub fn name(self) -> &'static str {
-        match self {
-            Host::Claude => "claude",
-            Host::Codex => "codex",
-        }
-    }
-
-    /// The name people know the host by, for messages.
-    pub fn display(self) -> &'static str {
-        match self {
-            Host::Claude => "Claude Code",
-            Host::Codex => "Codex",
-        }
-    }
-}
+/// A host agent whose `PermissionRequest` hook we manage: the bridge's own.
+pub use crate::hook::Host;
 
 /// Which of a host's config files to edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,7 +29,7 @@ impl Scope {
     }
 }
 
-/// The parts of the process environment the harness looks at.
+/// The parts of the process environment setup looks at.
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     pub home: Option<PathBuf>,
@@ -82,16 +56,16 @@ impl Env {
         }
     }
 
-    fn home(&self) -> Result<&Path, HarnessError> {
-        self.home.as_deref().ok_or(HarnessError::NoHome)
+    fn home(&self) -> Result<&Path, SetupError> {
+        self.home.as_deref().ok_or(SetupError::NoHome)
     }
 
-    fn cwd(&self) -> Result<&Path, HarnessError> {
-        self.cwd.as_deref().ok_or(HarnessError::NoCwd)
+    fn cwd(&self) -> Result<&Path, SetupError> {
+        self.cwd.as_deref().ok_or(SetupError::NoCwd)
     }
 
     /// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
-    pub fn claude_dir(&self) -> Result<PathBuf, HarnessError> {
+    pub fn claude_dir(&self) -> Result<PathBuf, SetupError> {
         match &self.claude_config_dir {
             Some(dir) => Ok(self.absolute(dir)?),
             None => Ok(self.home()?.join(".claude")),
@@ -99,19 +73,19 @@ impl Env {
     }
 
     /// `$CODEX_HOME` (canonicalised, as Codex does, so trust keys match), else `~/.codex`.
-    pub fn codex_home(&self) -> Result<PathBuf, HarnessError> {
+    pub fn codex_home(&self) -> Result<PathBuf, SetupError> {
         match &self.codex_home {
             Some(dir) => {
                 let dir = self.absolute(dir)?;
                 std::fs::canonicalize(&dir)
-                    .map_err(|source| HarnessError::CodexHome { path: dir, source })
+                    .map_err(|source| SetupError::CodexHome { path: dir, source })
             }
             None => Ok(self.home()?.join(".codex")),
         }
     }
 
     /// The root of the git repository holding the current folder, else the folder itself.
-    pub fn project_root(&self) -> Result<PathBuf, HarnessError> {
+    pub fn project_root(&self) -> Result<PathBuf, SetupError> {
         let cwd = self.cwd()?;
         Ok(cwd
             .ancestors()
@@ -121,7 +95,7 @@ impl Env {
     }
 
     /// The host's hook file for a scope.
-    pub fn hook_file(&self, host: Host, scope: Scope) -> Result<PathBuf, HarnessError> {
+    pub fn hook_file(&self, host: Host, scope: Scope) -> Result<PathBuf, SetupError> {
         Ok(match (host, scope) {
             (Host::Claude, Scope::User) => self.claude_dir()?.join("settings.json"),
             (Host::Claude, Scope::Project) => {
@@ -144,11 +118,11 @@ impl Env {
     }
 
     /// Codex's user `config.toml`, where hook trust lives for every scope.
-    pub fn codex_config(&self) -> Result<PathBuf, HarnessError> {
+    pub fn codex_config(&self) -> Result<PathBuf, SetupError> {
         Ok(self.codex_home()?.join("config.toml"))
     }
 
-    fn absolute(&self, path: &Path) -> Result<PathBuf, HarnessError> {
+    fn absolute(&self, path: &Path) -> Result<PathBuf, SetupError> {
         if path.is_absolute() {
             Ok(path.to_path_buf())
         } else {
@@ -158,29 +132,7 @@ impl Env {
 
     /// Finds `name` in `$PATH` as an executable file.
     pub fn which(&self, name: &str) -> Option<PathBuf> {
-        let path = self.path.as_ref()?;
-        std::env::split_paths(path)
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .map(|dir| dir.join(name))
-            .find(|candidate| is_executable_file(candidate))
-    }
-}
-
-/// True for a regular file (after symlinks) that someone may execute.
-pub fn is_executable_file(path: &Path) -> bool {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                meta.permissions().mode() & 0o111 != 0
-            }
-            #[cfg(not(unix))]
-            {
-                true
-            }
-        }
-        _ => false,
+        crate::fsutil::find_executable(self.path.as_ref()?, name)
     }
 }
 
@@ -233,7 +185,7 @@ mod tests {
         assert_eq!(env.claude_dir().unwrap(), PathBuf::from("/c"));
         assert!(matches!(
             Env::default().hook_file(Host::Claude, Scope::User),
-            Err(HarnessError::NoHome)
+            Err(SetupError::NoHome)
         ));
     }
 }

@@ -1,6 +1,6 @@
 //! Command-line surface of the setup commands: clap definitions, running them, and
-//! printing results. Exit codes: 0 done (or all well), 1 refused/failed (or a doctor
-//! problem), 2 usage error.
+//! printing results. Exit codes follow [`crate::exit`]: 0 done (or all well), 1
+//! refused/failed (or a doctor problem), 2 usage error.
 
 use std::path::PathBuf;
 
@@ -8,10 +8,12 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use super::command::{HookCommand, DEFAULT_BUDGET_SECS, HOOK_EXE_NAME};
 use super::doctor;
-use super::error::HarnessError;
-use super::host::{is_executable_file, Env, Host, Scope};
+use super::error::SetupError;
+use super::host::{Env, Host, Scope};
 use super::install::{self, InstallRequest, Planned};
 use super::uninstall;
+use crate::exit::{self, Exit};
+use crate::fsutil::is_executable_file;
 
 /// Set up agentnotify's remote-approval hook for Claude Code and Codex.
 #[derive(Debug, Parser)]
@@ -30,14 +32,21 @@ pub struct Cli {
 pub enum Command {
     /// Add the PermissionRequest hook to a host's config, so its permission
     /// prompts can be answered through agentnotify (run again to update it)
-    #[command(after_help = INSTALL_AFTER_HELP)]
+    #[command(after_help = format!("{INSTALL_AFTER_HELP}\n\n{}", exit_codes()))]
     InstallHarness(InstallArgs),
     /// Remove exactly what install-harness added, restoring the original file when
     /// nothing else changed since
+    #[command(after_help = exit_codes())]
     UninstallHarness(UninstallArgs),
     /// Check that permission requests can reach you: hooks, command paths, Codex
     /// trust, broker, token file. Exits 0 when all is well, 1 otherwise
+    #[command(after_help = exit_codes())]
     Doctor(DoctorArgs),
+}
+
+/// The exit-code line of every setup command's help.
+fn exit_codes() -> String {
+    format!("Exit codes: {}.", exit::TABLE)
 }
 
 const INSTALL_AFTER_HELP: &str = "\
@@ -111,22 +120,16 @@ pub struct DoctorArgs {
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return e.exit_code();
-        }
+        Err(e) => return exit::clap_error(&e),
     };
     let env = Env::from_process();
     match run(&env, cli.command) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("agentnotify-hook: {e}");
-            1
-        }
+        Ok(done) => done.code(),
+        Err(e) => exit::fail("agentnotify-hook", &e),
     }
 }
 
-fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
+fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
     match command {
         Command::InstallHarness(args) => {
             if args.trust && args.host != Host::Codex {
@@ -134,8 +137,8 @@ fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
                     clap::error::ErrorKind::ArgumentConflict,
                     "--trust applies to codex only (Claude Code runs hooks without a trust step)",
                 );
-                let _ = e.print();
-                return Ok(e.exit_code());
+                exit::clap_error(&e);
+                return Ok(Exit::Usage);
             }
             let exe = command_path(args.command_path)?;
             let request = InstallRequest {
@@ -154,12 +157,12 @@ fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
             if changed && !args.dry_run {
                 println!("Check the whole setup with: agentnotify-hook doctor");
             }
-            Ok(0)
+            Ok(Exit::Ok)
         }
         Command::UninstallHarness(args) => {
             let planned = uninstall::plan(env, args.host, args.scope, args.dry_run)?;
             finish(planned, args.dry_run)?;
-            Ok(0)
+            Ok(Exit::Ok)
         }
         Command::Doctor(args) => {
             let report = doctor::run(env, &args.hosts);
@@ -171,13 +174,13 @@ fn run(env: &Env, command: Command) -> Result<i32, HarnessError> {
             } else {
                 print!("{}", report.render());
             }
-            Ok(if report.ok { 0 } else { 1 })
+            Ok(if report.ok { Exit::Ok } else { Exit::Error })
         }
     }
 }
 
 /// Applies the plan, or for `--dry-run` prints it as diffs; then the summary lines.
-fn finish(planned: Planned, dry_run: bool) -> Result<(), HarnessError> {
+fn finish(planned: Planned, dry_run: bool) -> Result<(), SetupError> {
     if dry_run {
         if planned.is_noop() {
             println!("Dry run: nothing would change.");
@@ -200,12 +203,12 @@ fn finish(planned: Planned, dry_run: bool) -> Result<(), HarnessError> {
 
 /// The executable to write into the hook: `--command-path` or this program, absolute,
 /// named `agentnotify-hook` (the name is how later runs recognise their own entry).
-fn command_path(given: Option<PathBuf>) -> Result<String, HarnessError> {
+fn command_path(given: Option<PathBuf>) -> Result<String, SetupError> {
     let path = match given {
         Some(path) => path,
         None => install::default_command_path()?,
     };
-    let bad = |reason: &str| HarnessError::BadCommandPath {
+    let bad = |reason: &str| SetupError::BadCommandPath {
         path: path.clone(),
         reason: reason.to_string(),
     };

@@ -13,9 +13,11 @@ use super::command::{
 };
 use super::files::{file_mode, Snapshot};
 use super::health::{health, Health};
-use super::host::{is_executable_file, Env, Host, Scope};
+use super::host::{Env, Host, Scope};
 use super::install::load_json;
 use super::json_config;
+use crate::client::{self, Client};
+use crate::fsutil::is_executable_file;
 use crate::paths::Paths;
 
 /// Outcome of one check.
@@ -49,7 +51,7 @@ impl Check {
         detail: impl Into<String>,
     ) -> Check {
         Check {
-            host: host.map(Host::name),
+            host: host.map(Host::as_str),
             name,
             status,
             detail: detail.into(),
@@ -164,43 +166,31 @@ fn binary_on_path(env: &Env) -> Check {
 
 fn broker(paths: &Paths) -> Check {
     let name = "broker";
-    let (url, explicit) = match std::env::var("AGENTNOTIFY_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    {
-        Some(url) => (url, true),
-        None => {
-            let file = paths.broker_json();
-            let text = match std::fs::read_to_string(&file) {
-                Ok(text) => text,
-                Err(_) => {
-                    return Check::new(None, name, Status::Ok, "not running (starts on demand)")
-                }
-            };
-            match serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["url"].as_str().map(str::to_string))
-            {
-                Some(url) => (url, false),
-                None => {
-                    return Check::new(
-                        None,
-                        name,
-                        Status::Ok,
-                        format!(
-                            "not running ({} is unreadable and will be replaced; starts on demand)",
-                            file.display()
-                        ),
-                    )
-                }
+    // The broker every client would use: the env override, else the one `broker.json` names.
+    let (client, explicit) = match Client::from_env_override() {
+        Some(client) => (client, true),
+        None => match client::from_files(paths) {
+            Some((client, _)) => (client, false),
+            None if paths.broker_json().exists() => {
+                return Check::new(
+                    None,
+                    name,
+                    Status::Ok,
+                    format!(
+                        "not running ({} is unreadable and will be replaced; starts on demand)",
+                        paths.broker_json().display()
+                    ),
+                )
             }
-        }
+            None => return Check::new(None, name, Status::Ok, "not running (starts on demand)"),
+        },
     };
-    match health(&url) {
+    let url = client.address();
+    match health(&client) {
         Health::Down if explicit => Check::new(None, name, Status::Fail, format!("nothing answers at {url} (AGENTNOTIFY_URL)"))
             .fix("start the broker there (`agentnotify daemon`) or unset AGENTNOTIFY_URL"),
         Health::Down => Check::new(None, name, Status::Ok, "not running (starts on demand)"),
-        Health::Ok { version, api } if api == "v1" => {
+        Health::Ok { version, api } if api == crate::API_VERSION => {
             Check::new(None, name, Status::Ok, format!("reachable at {url} (version {version})"))
         }
         Health::Ok { version, api } => Check::new(
@@ -299,7 +289,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                     Check::new(Some(host), "config", Status::Fail, e.to_string()).fix(format!(
                         "fix {} (it must be valid JSON for {} to use it)",
                         path.display(),
-                        host.display()
+                        host.display_name()
                     )),
                 );
                 continue;
@@ -370,7 +360,7 @@ fn reinstall_command(host: Host, scope: Scope) -> String {
     };
     format!(
         "agentnotify-hook install-harness {} --ask{scope}",
-        host.name()
+        host.as_str()
     )
 }
 
@@ -390,11 +380,11 @@ fn command_check(host: Host, handler: &Value, reinstall: &str) -> Check {
     } else if !is_executable_file(exe) {
         problems.push(format!("{} is missing or not executable", parsed.exe));
     }
-    if parsed.host.as_deref() != Some(host.name()) {
+    if parsed.host.as_deref() != Some(host.as_str()) {
         problems.push(format!(
             "it does not run the bridge for {} (`{} ask-permission`)",
-            host.display(),
-            host.name()
+            host.display_name(),
+            host.as_str()
         ));
     }
     let budget = parsed.budget_secs.unwrap_or(DEFAULT_BUDGET_SECS);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// Everything that can stop `install-harness`, `uninstall-harness` or `doctor`.
 #[derive(Debug, thiserror::Error)]
-pub enum HarnessError {
+pub enum SetupError {
     #[error("cannot find your home folder: set HOME")]
     NoHome,
 
@@ -66,13 +66,20 @@ pub enum HarnessError {
     Paths(#[from] crate::paths::PathsError),
 }
 
-impl HarnessError {
+impl SetupError {
     /// Shorthand for an I/O error on a named file.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        HarnessError::Io {
+        SetupError::Io {
             action,
             path: path.into(),
             source,
         }
+    }
+}
+
+impl crate::exit::ExitStatus for SetupError {
+    /// Every setup error is a refusal or a failure; usage errors are clap's.
+    fn exit(&self) -> crate::exit::Exit {
+        crate::exit::Exit::Error
     }
 }

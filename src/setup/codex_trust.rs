@@ -11,11 +11,13 @@
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use toml_edit::{DocumentMut, Item, Table};
 
 use super::command::HOST_DEFAULT_TIMEOUT_SECS;
 use super::json_config::Position;
+use super::snippets;
+use crate::hook::payload::canonical;
+use crate::model::digest::hex_sha256;
 
 /// Codex's snake_case name of the event, used in keys and hashes.
 pub const EVENT_NAME: &str = "permission_request";
@@ -72,25 +74,11 @@ pub fn trust_hash(group: &Map<String, Value>, handler: &Value) -> String {
         group.get("matcher").cloned().unwrap_or(Value::Null),
     );
     identity.insert("hooks".into(), Value::Array(vec![Value::Object(hook)]));
-    let canonical = serde_json::to_string(&sorted(Value::Object(identity)))
+    // Key-sorted (byte order): `serde_json` here keeps insertion order, while Codex hashes
+    // key-sorted JSON.
+    let json = serde_json::to_string(&canonical(&Value::Object(identity)))
         .expect("serialising a Value to memory cannot fail");
-    let digest = Sha256::digest(canonical.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// Recursively sorts object keys (byte order). Needed because `serde_json` here keeps
-/// insertion order, while Codex hashes key-sorted JSON.
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
-    }
+    format!("sha256:{}", hex_sha256(json.as_bytes()))
 }
 
 /// The recorded `trusted_hash` for `key`, if any.
@@ -139,7 +127,9 @@ pub fn set_trusted(doc: &mut DocumentMut, key: &str, hash: &str) -> Result<bool,
                 .expect("just inserted")
         }
     };
-    entry.insert("trusted_hash", toml_edit::value(hash));
+    for (name, item) in snippets::trust_fields(hash) {
+        entry.insert(&name, item);
+    }
     Ok(true)
 }
 

@@ -37,7 +37,7 @@ impl HookCommand {
         format!(
             "{} {} ask-permission --timeout {}",
             shell_quote(&self.exe),
-            self.host.name(),
+            self.host.as_str(),
             self.budget_secs
         )
     }

@@ -8,11 +8,12 @@ use serde_json::{Map, Value};
 use super::codex::{self, CodexConfig};
 use super::codex_trust::{self, TrustState};
 use super::command::HookCommand;
-use super::error::HarnessError;
+use super::error::SetupError;
 use super::files::{backup_path, free_backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::json_config::{self, Position, Upsert};
 use super::plan::FileChange;
+use super::snippets;
 
 /// Mode of a hook file we create (hosts create theirs the same way; no secrets inside).
 pub const JSON_MODE: u32 = 0o644;
@@ -40,8 +41,8 @@ impl Planned {
 }
 
 /// Parses a JSON hook file; `Ok(None)` when it does not exist.
-pub fn load_json(snapshot: &Snapshot) -> Result<Option<Value>, HarnessError> {
-    let invalid = |message: String, line: usize, column: usize| HarnessError::InvalidJson {
+pub fn load_json(snapshot: &Snapshot) -> Result<Option<Value>, SetupError> {
+    let invalid = |message: String, line: usize, column: usize| SetupError::InvalidJson {
         path: snapshot.path.clone(),
         message,
         line,
@@ -79,7 +80,7 @@ pub fn plan(
     host: Host,
     request: &InstallRequest,
     dry_run: bool,
-) -> Result<Planned, HarnessError> {
+) -> Result<Planned, SetupError> {
     let would = |done: &str, planned: &str| {
         if dry_run {
             planned.to_string()
@@ -95,7 +96,7 @@ pub fn plan(
     let mut discarded = false;
     let original = match load_json(&snapshot) {
         Ok(value) => value,
-        Err(HarnessError::InvalidJson {
+        Err(SetupError::InvalidJson {
             message,
             line,
             column,
@@ -130,7 +131,7 @@ pub fn plan(
     if !problems.is_empty() {
         let problem = problems.join("; ");
         if !request.force {
-            return Err(HarnessError::WrongShape { path, problem });
+            return Err(SetupError::WrongShape { path, problem });
         }
         planned.lines.push(format!(
             "--force: replacing what {} could not use: {problem}",
@@ -146,8 +147,8 @@ pub fn plan(
     let had_ours = original
         .as_ref()
         .is_some_and(|v| !json_config::find_ours(v).is_empty());
-    let handler = json_config::handler_value(&request.command);
-    let (action, position) = json_config::upsert(&mut doc, handler).expect("shape checked above");
+    let group = snippets::hook_group(&request.command);
+    let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
     let changed = discarded || original.as_ref() != Some(&doc);
     let indent = snapshot
         .text()
@@ -173,15 +174,15 @@ pub fn plan(
 
     let where_ = format!("{} ({} scope)", path.display(), request.scope.name());
     planned.lines.push(match (changed, action) {
-        (false, _) => format!("{}: already up to date in {where_}", host.display()),
+        (false, _) => format!("{}: already up to date in {where_}", host.display_name()),
         (true, Upsert::Added) => format!(
             "{}: {} the PermissionRequest hook in {where_}",
-            host.display(),
+            host.display_name(),
             would("installed", "would install")
         ),
         (true, _) => format!(
             "{}: {} our PermissionRequest hook in place in {where_}",
-            host.display(),
+            host.display_name(),
             would("updated", "would update")
         ),
     });
@@ -225,7 +226,7 @@ fn codex_trust_step(
     trust: bool,
     dry_run: bool,
     planned: &mut Planned,
-) -> Result<(), HarnessError> {
+) -> Result<(), SetupError> {
     let group = doc["hooks"][json_config::EVENT][position.group]
         .as_object()
         .expect("upsert placed our handler in an object group");
@@ -301,7 +302,7 @@ pub fn trust_instructions(config_path: &Path) -> Vec<String> {
 }
 
 /// Absolute, canonical path of the running executable, for the hook command.
-pub fn default_command_path() -> Result<PathBuf, HarnessError> {
-    let exe = std::env::current_exe().map_err(HarnessError::CurrentExe)?;
-    std::fs::canonicalize(&exe).map_err(HarnessError::CurrentExe)
+pub fn default_command_path() -> Result<PathBuf, SetupError> {
+    let exe = std::env::current_exe().map_err(SetupError::CurrentExe)?;
+    std::fs::canonicalize(&exe).map_err(SetupError::CurrentExe)
 }
