@@ -14,5 +14,6 @@ mod lifecycle;
 mod openapi;
 mod relay;
 mod reliability;
+mod squatter;
 mod support;
 mod ui;
