@@ -183,8 +183,8 @@ async fn open(
 ) -> Result<String, Fallback> {
     // While the request is in flight its id is unknown: a signal then gives it a moment.
     shared.lock().expect("not poisoned").opening = true;
-    // Retried on a dropped connection too: the request is keyed, so a repeat that reaches
-    // the broker twice reuses the same question.
+    // Retried on a dropped connection too. A first attempt that did reach the broker left a
+    // question nobody waits for; its owner lease cancels it within the grace.
     let opened = retry_transient(deadline, || client.request_interaction(&q.request)).await;
     shared.lock().expect("not poisoned").opening = false;
     let (record, _created) = opened?;

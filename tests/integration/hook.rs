@@ -543,7 +543,7 @@ async fn a_killed_hook_loses_its_question_to_the_owner_lease() {
 }
 
 #[tokio::test]
-async fn parallel_requests_stay_apart_and_repeats_share_one_question() {
+async fn parallel_requests_stay_apart_and_identical_ones_get_their_own_question() {
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);
     let api = home.api();
@@ -557,26 +557,34 @@ async fn parallel_requests_stay_apart_and_repeats_share_one_question() {
         2,
         "two different requests in one session must both stay pending"
     );
-    // The same request again (a host retry) reuses its question.
+    // The same call again while the first still waits: one approval must not run both.
     let a2 = RunningHook::start(&home, "claude", &payload, &[]);
-    // The retry has attached once its hook logged its (reused) question.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while home.logs().matches("question open").count() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the repeated request never attached"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let qs = pending_for(&api, &session_of(&payload), 2).await;
-    assert_eq!(qs.len(), 2, "a repeated request opened a new question");
-    let q = qs
+    let qs = pending_for(&api, &session_of(&payload), 3).await;
+    let same: Vec<&Value> = qs
         .iter()
-        .find(|q| q["prompt"].as_str().unwrap().contains("node_modules"))
-        .unwrap();
-    api.respond(q, Api::answer(q, "r", "allow-once")).await;
-    assert_eq!(a.finish(), (0, format!("{ALLOW}\n")));
-    assert_eq!(a2.finish(), (0, format!("{ALLOW}\n")));
+        .filter(|q| q["prompt"].as_str().unwrap().contains("node_modules"))
+        .collect();
+    assert_eq!(same.len(), 2, "each waiting hook has its own question");
+    assert_ne!(same[0]["id"], same[1]["id"]);
+    assert_eq!(
+        same[0]["key"], same[1]["key"],
+        "the same call, the same key"
+    );
+    // Answering one leaves the other pending, and each hook gets its own answer.
+    api.respond(same[0], Api::answer(same[0], "r", "allow-once"))
+        .await;
+    let id1 = same[1]["id"].as_str().unwrap();
+    assert_eq!(
+        api.get(&format!("/v1/interactions/{id1}")).await.1["status"],
+        "pending"
+    );
+    api.respond(same[1], Api::answer(same[1], "r", "deny"))
+        .await;
+    let mut outs = [a.finish(), a2.finish()];
+    outs.sort();
+    let mut want = [(0, format!("{ALLOW}\n")), (0, format!("{DENY}\n"))];
+    want.sort();
+    assert_eq!(outs, want);
     let q = qs
         .iter()
         .find(|q| q["prompt"].as_str().unwrap().contains("npm test"))
