@@ -70,7 +70,7 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
         .enable_all()
         .build()
         .ok()?;
-    runtime.block_on(async move {
+    let decision = runtime.block_on(async move {
         let deadline = Instant::from_std(started + budget);
         let shared: Shared = Arc::default();
         let decided_elsewhere = async {
@@ -116,7 +116,10 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
                 None
             }
         }
-    })
+    });
+    // From here on nothing needs withdrawing: a signal ends the hook silently at once.
+    super::signals::flow_stops_handling();
+    decision
 }
 
 async fn run(
@@ -126,7 +129,7 @@ async fn run(
     deadline: Instant,
     shared: Shared,
 ) -> Result<Decision, Fallback> {
-    let client = client::attach_or_spawn(paths).await?;
+    let client = client::attach_or_spawn_by(paths, deadline.into_std()).await?;
     shared.lock().expect("not poisoned").client = Some(client.clone());
     match plan {
         Plan::Permission {
@@ -319,6 +322,8 @@ async fn host_gives_up() -> &'static str {
         ) else {
             return std::future::pending().await;
         };
+        // Tokio's handlers are in place: signals now take the withdrawing path.
+        super::signals::flow_handles();
         tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
