@@ -652,3 +652,83 @@ async fn an_open_page_keeps_an_on_demand_broker_up() {
         "the broker did not idle out after the page closed"
     );
 }
+
+/// `/proc/*/cmdline` is world-readable: the opener gets a private file that forwards to the
+/// link, never the link itself.
+#[tokio::test]
+async fn agentnotify_ui_never_puts_the_link_on_a_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TestDaemon::start();
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("argv");
+    let opener = bin.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$RECORD.tmp\" && mv \"$RECORD.tmp\" \"$RECORD\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = d
+        .home
+        .cmd(support_bin())
+        .arg("ui")
+        .env("PATH", path)
+        .env("RECORD", &record)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let link = stdout
+        .lines()
+        .find(|l| l.starts_with("http://"))
+        .unwrap_or_else(|| panic!("the link is printed: {stdout}"))
+        .to_string();
+    let secret = link.rsplit(['=', '#']).next().unwrap().to_string();
+    assert!(secret.len() >= 40, "{link}");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !record.exists() {
+        assert!(std::time::Instant::now() < deadline, "the opener never ran");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let argv = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        !argv.contains(&secret),
+        "the secret is in the opener's argv: {argv}"
+    );
+    let args: Vec<&str> = argv.lines().collect();
+    assert_eq!(args.len(), 1, "{argv}");
+    let page = std::path::Path::new(args[0]);
+    assert!(page.starts_with(d.home.path()), "{argv}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(page), 0o600, "the forwarding page is private");
+    assert_eq!(
+        mode(page.parent().unwrap()) & 0o022,
+        0,
+        "in a folder nobody else can write"
+    );
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains(&link),
+        "the page forwards to the link: {html}"
+    );
+    // The opener did not spend the link: it is still good for one sign-in.
+    assert_eq!(
+        d.send(Method::GET, &link, &[]).await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
+fn support_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentnotify")
+}
