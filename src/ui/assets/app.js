@@ -21,9 +21,13 @@
     skew: 0, // server clock minus ours, in ms
     loaded: false,
     signedOut: false,
-    es: null,
+    session: '', // the session token; kept in sessionStorage (this origin, this tab) only
+    stream: null, // AbortController of the open event stream
     noticeTimer: 0,
   };
+  // Where the session token lives: sessionStorage is scoped to this origin, port included,
+  // so no other server on 127.0.0.1 can read it (a cookie would be sent to all of them).
+  const SESSION_KEY = 'agentnotify.session';
 
   // Builds an element; strings among the children become text nodes.
   function el(tag, attrs, ...children) {
@@ -48,10 +52,11 @@
   async function api(method, path, body) {
     const init = {
       method,
-      credentials: 'same-origin',
+      credentials: 'omit',
       cache: 'no-store',
       headers: { Accept: 'application/json' },
     };
+    if (state.session) init.headers['X-Agentnotify-Session'] = state.session;
     if (method !== 'GET') {
       init.headers['Content-Type'] = 'application/json';
       init.headers['X-Agentnotify-UI'] = '1';
@@ -139,6 +144,8 @@
         return d.error || 'This question is no longer waiting for an answer.';
       case 'no_session':
         return 'Your session ended. Run agentnotify ui in a terminal for a new link.';
+      case 'link_expired':
+        return 'This link has expired or was already used (each works once, within 2 minutes). Run agentnotify ui in a terminal for a fresh one.';
       case 'forbidden':
         return 'The broker refused this request (security check). Reload the page.';
       case 'rate_limited':
@@ -159,10 +166,20 @@
     e.textContent = text || { on: 'Live', connecting: 'Reconnecting…', off: 'Offline' }[mode];
   }
 
-  function signedOut() {
+  function signedOut(why) {
     if (state.signedOut) return;
     state.signedOut = true;
-    if (state.es) state.es.close();
+    state.session = '';
+    try {
+      sessionStorage.removeItem(SESSION_KEY);
+    } catch (_) {
+      // Storage disabled: nothing was kept.
+    }
+    if (state.stream) state.stream.abort();
+    if (why) {
+      $('signin-why').textContent = why;
+      $('signin-why').hidden = false;
+    }
     setLive('off', 'Signed out');
     $('signin').hidden = false;
     $('panel-pending').hidden = true;
@@ -465,26 +482,65 @@
 
   // ---- live updates -------------------------------------------------------------------------
 
-  function connect() {
+  // Server-sent events read through fetch(), because EventSource cannot send the session
+  // header (and the token must not travel in a URL).
+  async function connect() {
     if (state.signedOut) return;
-    const es = new EventSource('/ui/api/events');
-    state.es = es;
-    es.addEventListener('ready', () => {
+    const ctrl = new AbortController();
+    state.stream = ctrl;
+    let res;
+    try {
+      res = await fetch('/ui/api/events', {
+        credentials: 'omit',
+        cache: 'no-store',
+        headers: { Accept: 'text/event-stream', 'X-Agentnotify-Session': state.session },
+        signal: ctrl.signal,
+      });
+    } catch (_) {
+      return reconnect(ctrl, 'off', 2000);
+    }
+    if (res.status === 401) return signedOut();
+    // Refused for another reason (too many tabs): retry in a while.
+    if (!res.ok || !res.body) return reconnect(ctrl, 'off', 5000);
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, '\n');
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          onFrame(buf.slice(0, end));
+          buf = buf.slice(end + 2);
+        }
+      }
+    } catch (_) {
+      // The connection broke; reconnect below.
+    }
+    // Ended: the broker stopped, the connection broke, or the session ended.
+    reconnect(ctrl, 'connecting', 2000);
+  }
+
+  function onFrame(frame) {
+    let event = 'message';
+    for (const line of frame.split('\n')) {
+      if (line.startsWith('event:')) event = line.slice(6).trim();
+    }
+    if (event === 'ready') {
       setLive('on');
       refresh();
-    });
-    es.addEventListener('interaction', () => refresh());
-    es.addEventListener('error', () => {
-      if (es.readyState === EventSource.CLOSED) {
-        // Refused outright (signed out, or too many tabs): find out which, then retry.
-        setLive('off');
-        api('GET', '/ui/api/interactions').then((r) => {
-          if (r.status !== 401) setTimeout(connect, 5000);
-        });
-      } else {
-        setLive('connecting');
-      }
-    });
+    } else if (event === 'interaction') {
+      refresh();
+    }
+  }
+
+  function reconnect(ctrl, mode, delay) {
+    if (state.signedOut || ctrl.signal.aborted) return;
+    setLive(mode);
+    // The list call tells a signed-out page so (401) before the stream is tried again.
+    refresh();
+    setTimeout(connect, delay);
   }
 
   // ---- tabs ---------------------------------------------------------------------------------
@@ -516,9 +572,49 @@
     }
   }
 
-  function start() {
+  function stored() {
+    try {
+      return sessionStorage.getItem(SESSION_KEY) || '';
+    } catch (_) {
+      return '';
+    }
+  }
+
+  // A one-time link carries its secret in the fragment (#t=…), which the browser never
+  // sends anywhere: it is taken off the address (and history) at once and traded for a
+  // session token. A spent link in a tab that is already signed in just shows the page.
+  async function signIn() {
+    const m = /^#t=([A-Za-z0-9_-]+)$/.exec(location.hash);
+    if (location.hash) history.replaceState(null, '', location.pathname + location.search);
+    if (m) {
+      const r = await api('POST', '/ui/api/session', { link: m[1] });
+      if (r.ok && r.data.session) {
+        state.session = r.data.session;
+        try {
+          sessionStorage.setItem(SESSION_KEY, state.session);
+        } catch (_) {
+          // Storage disabled: the session lasts as long as this page.
+        }
+        return true;
+      }
+      state.session = stored();
+      if (state.session) return true;
+      signedOut(explain(r));
+      return false;
+    }
+    state.session = stored();
+    if (!state.session) signedOut();
+    return Boolean(state.session);
+  }
+
+  async function start() {
+    // A link opened in a tab already showing the page changes only the fragment: start over.
+    window.addEventListener('hashchange', () => {
+      if (location.hash.startsWith('#t=')) location.reload();
+    });
     setupTabs();
     $('notice-close').addEventListener('click', () => ($('notice').hidden = true));
+    if (!(await signIn())) return;
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden) refresh();
     });
