@@ -211,6 +211,46 @@
     return 'btn';
   }
 
+  // ---- click guard ---------------------------------------------------------------------------
+  // A click must land on a question the person read. Like a browser's permission prompt, a
+  // card ignores pointer clicks for GUARD_MS after it appears or moves (a card above it came
+  // or went, a message opened above the list). Keyboard answers are deliberate and pass.
+
+  const GUARD_MS = 1000;
+  const tops = new WeakMap(); // card -> its last known offset from the top of the page
+  const guards = new WeakMap(); // card -> {until, timer}
+
+  function docTop(e) {
+    let top = 0;
+    for (let n = e; n; n = n.offsetParent) top += n.offsetTop;
+    return top; // offsetTop ignores transforms, so the arrival animation does not count
+  }
+
+  function arm(card) {
+    const old = guards.get(card);
+    if (old) clearTimeout(old.timer);
+    card.setAttribute('data-guard', '');
+    const timer = setTimeout(() => card.removeAttribute('data-guard'), GUARD_MS);
+    guards.set(card, { until: performance.now() + GUARD_MS, timer });
+  }
+
+  // Arms every card that is new or whose place on the page changed since the last look.
+  function guardMoved() {
+    for (const card of state.cards.values()) {
+      if (!card.isConnected) continue;
+      const top = docTop(card);
+      if (tops.get(card) !== top) {
+        tops.set(card, top);
+        arm(card);
+      }
+    }
+  }
+
+  function guarded(card, e) {
+    const g = guards.get(card);
+    return e.detail > 0 && g !== undefined && performance.now() < g.until;
+  }
+
   function buildCard(q) {
     const card = el('li', {
       class: 'card' + (state.loaded ? ' fresh' : ''),
@@ -311,6 +351,17 @@
     });
     withdraw.addEventListener('click', () => cancel(card, q, msg));
     card.append(el('div', { class: 'card-foot' }, msg, withdraw));
+    // Seen first (capture), so a guarded click reaches no button and submits no form.
+    card.addEventListener(
+      'click',
+      (e) => {
+        if (!e.target.closest('button') || !guarded(card, e)) return;
+        e.preventDefault();
+        e.stopPropagation();
+        msg.textContent = 'This question just appeared or moved. Read it, then click again.';
+      },
+      true,
+    );
     return card;
   }
 
@@ -422,17 +473,7 @@
     const serverNow = Date.parse(data.server_time);
     if (!Number.isNaN(serverNow)) state.skew = serverNow - Date.now();
     const list = $('pending');
-    const live = new Set();
-    data.pending.forEach((q, i) => {
-      live.add(q.id);
-      let card = state.cards.get(q.id);
-      if (!card) {
-        card = buildCard(q);
-        state.cards.set(q.id, card);
-      }
-      // Newest first; existing cards are never moved (that would drop keyboard focus).
-      if (list.children[i] !== card) list.insertBefore(card, list.children[i] || null);
-    });
+    const live = new Set(data.pending.map((q) => q.id));
     for (const [id, card] of state.cards) {
       if (live.has(id)) continue;
       const index = Array.prototype.indexOf.call(list.children, card);
@@ -446,6 +487,15 @@
         (target || $('main')).focus();
       }
     }
+    // Oldest first, and a new question joins at the end: nothing is ever inserted above the
+    // card being read, and existing cards are never moved (that would drop keyboard focus).
+    for (const q of data.pending.slice().reverse()) {
+      if (state.cards.has(q.id)) continue;
+      const card = buildCard(q);
+      state.cards.set(q.id, card);
+      list.append(card);
+    }
+    guardMoved();
     const n = data.pending.length;
     $('pending-count').textContent = String(n);
     $('pending-count').dataset.n = String(n);
@@ -619,6 +669,9 @@
       if (!document.hidden) refresh();
     });
     setInterval(tick, 1000);
+    // Anything that resizes the page or a card may move the cards below it.
+    if (window.ResizeObserver) new ResizeObserver(guardMoved).observe(document.body);
+    window.addEventListener('resize', guardMoved);
     refresh();
     connect();
   }
