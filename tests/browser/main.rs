@@ -4,6 +4,7 @@
 
 mod guard;
 mod live;
+mod origin;
 mod webdriver;
 
 /// The same real-daemon helper the HTTP-level web UI tests use.
