@@ -214,20 +214,33 @@ impl Broker {
         result
     }
 
-    /// Opens a question, or reuses / supersedes a pending one with the same key (SPEC §3.2).
+    /// Opens a question, or reuses / supersedes a pending one with the same key (SPEC §3.2):
+    /// an identical one is reused only while no owner holds it (SPEC §3.1, §6).
     /// Returns the record and whether it was newly created.
     pub async fn request(&self, req: InteractionRequest) -> Result<(Interaction, bool)> {
         let grace = self.config.lease_grace;
         self.transact(|state, store, now, out| {
             let digest = req.digest();
-            if let Some(existing) = req.key.as_ref().and_then(|k| state.by_key.get(k)).cloned() {
-                let same = state.pending[&existing].interaction.request_digest == digest;
-                if same {
-                    let record =
-                        state.reuse(store, &existing, req.owner_lease, now, now + grace, out)?;
-                    return Ok((record, false));
+            let keyed = req
+                .key
+                .as_deref()
+                .map(|k| state.keyed(k))
+                .unwrap_or_default();
+            // The same question is shared only once no owner holds it: two identical calls
+            // waiting at the same time each get their own, so one approval runs one call.
+            let free = keyed.iter().find(|id| {
+                let p = &state.pending[*id];
+                p.interaction.request_digest == digest && !p.is_held()
+            });
+            if let Some(existing) = free.cloned() {
+                let record =
+                    state.reuse(store, &existing, req.owner_lease, now, now + grace, out)?;
+                return Ok((record, false));
+            }
+            for id in &keyed {
+                if state.pending[id].interaction.request_digest != digest {
+                    state.finish(store, id, Status::Superseded, None, now, out)?;
                 }
-                state.finish(store, &existing, Status::Superseded, None, now, out)?;
             }
             let record = req.into_interaction(now);
             state.create(store, record.clone(), now + grace, out)?;
@@ -288,8 +301,13 @@ impl Broker {
                 .transact(|state, store, now, _| {
                     Ok(match state.pending.get_mut(id) {
                         Some(p) => {
+                            if timed_out && owner {
+                                // The owner's slice ran out: it comes back for the next one.
+                                p.owners_expected += 1;
+                            }
                             if owner && in_flight.is_none() {
                                 p.waits_in_flight += 1;
+                                p.owners_expected = p.owners_expected.saturating_sub(1);
                                 state.refresh_lease(id, now + grace);
                                 in_flight = Some(WaitGuard {
                                     broker: Arc::clone(self),

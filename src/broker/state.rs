@@ -44,6 +44,9 @@ pub struct Pending {
     /// Dropped when the interaction leaves `pending`: every receiver wakes.
     pub changed: watch::Sender<()>,
     pub waits_in_flight: u32,
+    /// Owners that asked (or whose wait slice ran out) and have not started their next wait
+    /// yet: with `waits_in_flight`, they hold the question, so no other request shares it.
+    pub owners_expected: u32,
     /// When the owner lease lapses if no wait is in flight (leased questions only).
     pub lease_deadline: Option<Timestamp>,
 }
@@ -51,8 +54,9 @@ pub struct Pending {
 #[derive(Default)]
 pub struct State {
     pub pending: HashMap<String, Pending>,
-    /// key → id of the pending interaction holding it.
-    pub by_key: HashMap<String, String>,
+    /// key → ids of the pending interactions holding it, oldest first (more than one only
+    /// while identical calls wait at the same time).
+    by_key: HashMap<String, Vec<String>>,
     expiries: BTreeSet<(Timestamp, String)>,
     leases: BTreeSet<(Timestamp, String)>,
     /// key → id of the active notification holding it.
@@ -61,11 +65,24 @@ pub struct State {
     notifications_for: HashMap<String, Vec<String>>,
 }
 
+impl Pending {
+    /// An owner still waits for this question (or is between two waits): one answer must
+    /// never release two callers, so an identical request gets a question of its own.
+    pub fn is_held(&self) -> bool {
+        self.waits_in_flight > 0 || self.owners_expected > 0
+    }
+}
+
 impl State {
+    /// The pending interactions holding `key`, oldest first.
+    pub fn keyed(&self, key: &str) -> Vec<String> {
+        self.by_key.get(key).cloned().unwrap_or_default()
+    }
+
     pub fn track_pending(&mut self, record: Interaction, lease_deadline: Timestamp) {
         let id = record.id.clone();
         if let Some(key) = &record.key {
-            self.by_key.insert(key.clone(), id.clone());
+            self.by_key.entry(key.clone()).or_default().push(id.clone());
         }
         self.expiries.insert((record.expires_at, id.clone()));
         let lease_deadline = record.owner_lease.then_some(lease_deadline);
@@ -79,6 +96,7 @@ impl State {
                 interaction: record,
                 changed,
                 waits_in_flight: 0,
+                owners_expected: 0,
                 lease_deadline,
             },
         );
@@ -188,8 +206,11 @@ impl State {
         store.put_interaction(&record)?;
         let p = self.pending.remove(id).expect("checked above");
         if let Some(key) = &record.key {
-            if self.by_key.get(key).map(String::as_str) == Some(id) {
-                self.by_key.remove(key);
+            if let Some(ids) = self.by_key.get_mut(key) {
+                ids.retain(|x| x != id);
+                if ids.is_empty() {
+                    self.by_key.remove(key);
+                }
             }
         }
         self.expiries.remove(&(record.expires_at, id.to_string()));
@@ -224,11 +245,18 @@ impl State {
             id: record.id.clone(),
             status: "pending",
         });
+        let (id, owned) = (record.id.clone(), record.owner_lease);
         self.track_pending(record, lease_deadline);
+        if owned {
+            if let Some(p) = self.pending.get_mut(&id) {
+                p.owners_expected = 1;
+            }
+        }
         Ok(())
     }
 
-    /// Keyed reuse: the same question asked again. It takes over the owner lease.
+    /// Keyed reuse: the same question asked again, by a caller once nobody holds it
+    /// ([`Pending::is_held`]). It takes over the owner lease.
     pub fn reuse(
         &mut self,
         store: &Store,
@@ -244,6 +272,9 @@ impl State {
             p.interaction.updated_at = now;
             store.put_interaction(&p.interaction)?;
             out.wrote = true;
+        }
+        if owner_lease {
+            p.owners_expected += 1;
         }
         let record = p.interaction.clone();
         self.refresh_lease(id, lease_deadline);

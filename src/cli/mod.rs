@@ -1,6 +1,7 @@
 //! The `agentnotify` program: parses the command line and calls the library.
 
 mod args;
+mod browser;
 mod demo;
 mod output;
 pub mod relay;
@@ -329,7 +330,8 @@ async fn status(as_json: bool) -> Result<(), CliError> {
 
 /// Gets a one-time link to the web UI; prints it, and unless `print_only`, opens it.
 async fn ui(print_only: bool) -> Result<(), CliError> {
-    let link = connect().await?.ui_link().await?;
+    let paths = Paths::from_env()?;
+    let link = client::attach_or_spawn(&paths).await?.ui_link().await?;
     let url = link["url"]
         .as_str()
         .ok_or_else(|| CliError::Other("the broker sent no login link".into()))?;
@@ -337,7 +339,7 @@ async fn ui(print_only: bool) -> Result<(), CliError> {
         println!("{url}");
         return Ok(());
     }
-    let opened = open_in_browser(url);
+    let opened = browser::open(&paths, url);
     let secs = link["expires_in"].as_u64().unwrap_or(120);
     if opened {
         println!("Opening the web UI in your browser. If nothing opens, visit this link (it works once, within {secs} s):");
@@ -346,26 +348,6 @@ async fn ui(print_only: bool) -> Result<(), CliError> {
     }
     println!("{url}");
     Ok(())
-}
-
-/// Hands a URL to the desktop's opener; false when there is none (a headless machine).
-fn open_in_browser(url: &str) -> bool {
-    use std::process::{Command, Stdio};
-    let mut cmd = if cfg!(target_os = "macos") {
-        Command::new("open")
-    } else if cfg!(windows) {
-        let mut c = Command::new("cmd");
-        c.args(["/C", "start", ""]);
-        c
-    } else {
-        Command::new("xdg-open")
-    };
-    cmd.arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // Not waited for: some openers stay in the foreground as long as the browser runs.
-    cmd.spawn().is_ok()
 }
 
 fn push_opt(q: &mut Vec<(&'static str, String)>, name: &'static str, value: Option<String>) {

@@ -27,7 +27,7 @@ use crate::endpoint::BrokerInfo;
 use crate::paths::{Paths, PathsError};
 use crate::secret::Secret;
 
-pub use spawn::{attach, attach_or_spawn, broker_executable};
+pub use spawn::{attach, attach_or_spawn, attach_or_spawn_by, broker_executable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

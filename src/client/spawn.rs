@@ -11,6 +11,10 @@ use crate::paths::Paths;
 const HEALTH_TIMEOUT: Duration = Duration::from_millis(800);
 /// How long a client waits for a broker it started to become healthy.
 const SPAWN_DEADLINE: Duration = Duration::from_secs(3);
+/// How long a client without a budget of its own (the CLI) waits for `spawn.lock`.
+const LOCK_WAIT: Duration = Duration::from_secs(6);
+/// Longest pause between two tries of `spawn.lock`.
+const LOCK_POLL_MAX: Duration = Duration::from_millis(25);
 
 /// The broker named by the env override or `broker.json`, if it answers and speaks our API.
 pub async fn attach(paths: &Paths) -> Result<Option<Client>> {
@@ -40,29 +44,59 @@ pub async fn attach(paths: &Paths) -> Result<Option<Client>> {
 /// Twenty callers at once still start exactly one broker: the spawn lock serialises them
 /// and each re-checks after taking it.
 pub async fn attach_or_spawn(paths: &Paths) -> Result<Client> {
+    attach_or_spawn_by(paths, Instant::now() + LOCK_WAIT + SPAWN_DEADLINE).await
+}
+
+/// [`attach_or_spawn`] within a caller's budget: no wait in it outlasts `deadline`.
+///
+/// The lock is tried without blocking, with short async pauses: a thread blocked in
+/// `flock` could not be cancelled, and runtime shutdown would wait for it (a hook told to
+/// stop would hang for as long as another process holds the lock).
+pub async fn attach_or_spawn_by(paths: &Paths, deadline: Instant) -> Result<Client> {
     if let Some(client) = attach(paths).await? {
         return Ok(client);
     }
     paths
         .ensure_dirs()
         .map_err(|e| ClientError::NoBroker(e.to_string()))?;
-    let lock_path = paths.spawn_lock();
-    let lock = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-        let file = crate::fsutil::open_lock_file(&lock_path)?;
-        file.lock()?;
-        Ok(file)
-    });
-    let lock = tokio::time::timeout(SPAWN_DEADLINE * 2, lock)
-        .await
-        .map_err(|_| ClientError::NoBroker("timed out waiting for spawn.lock".into()))?
-        .map_err(|e| ClientError::NoBroker(e.to_string()))?
-        .map_err(|e| ClientError::NoBroker(format!("cannot lock spawn.lock: {e}")))?;
-    let result = spawn_locked(paths).await;
+    let lock = lock_spawn(paths, deadline).await?;
+    let result = spawn_locked(paths, deadline).await;
     drop(lock);
     result
 }
 
-async fn spawn_locked(paths: &Paths) -> Result<Client> {
+/// Takes `spawn.lock`, or gives up at `deadline`.
+async fn lock_spawn(paths: &Paths, deadline: Instant) -> Result<std::fs::File> {
+    let file = crate::fsutil::open_lock_file(&paths.spawn_lock())
+        .map_err(|e| ClientError::NoBroker(format!("cannot open spawn.lock: {e}")))?;
+    let mut pause = Duration::from_millis(2);
+    let mut waited = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(ClientError::NoBroker(format!(
+                    "cannot lock spawn.lock: {e}"
+                )))
+            }
+        }
+        if !waited {
+            waited = true;
+            tracing::info!("another client is starting the broker; waiting for spawn.lock");
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::NoBroker(
+                "timed out waiting for spawn.lock".into(),
+            ));
+        }
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(LOCK_POLL_MAX);
+    }
+}
+
+async fn spawn_locked(paths: &Paths, deadline: Instant) -> Result<Client> {
     if let Some(client) = attach(paths).await? {
         return Ok(client);
     }
@@ -86,9 +120,9 @@ async fn spawn_locked(paths: &Paths) -> Result<Client> {
                 "the broker exited at start ({status}); see the broker log"
             )));
         }
-        if started.elapsed() > SPAWN_DEADLINE {
+        if started.elapsed() > SPAWN_DEADLINE || Instant::now() >= deadline {
             return Err(ClientError::NoBroker(
-                "the broker did not become healthy within 3 s".into(),
+                "the broker did not become healthy in time (at most 3 s)".into(),
             ));
         }
         tokio::time::sleep(pause).await;

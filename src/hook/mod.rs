@@ -7,6 +7,7 @@
 pub mod decision;
 pub mod payload;
 mod run;
+mod signals;
 mod transcript;
 
 use std::ffi::OsString;
@@ -40,6 +41,7 @@ pub struct HookArgs {
 
 /// Runs the bridge and exits the process with status 0, whatever happens.
 pub fn main(args: Vec<OsString>) -> ! {
+    signals::exit_quietly_on_host_signals();
     std::panic::set_hook(Box::new(|info| {
         tracing::error!(panic = %info, "hook panicked; staying silent");
     }));
@@ -77,6 +79,7 @@ pub fn main(args: Vec<OsString>) -> ! {
     .flatten();
     if let Some(d) = decision {
         let line = d.render(host);
+        signals::hold_while_printing();
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

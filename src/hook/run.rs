@@ -70,7 +70,7 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
         .enable_all()
         .build()
         .ok()?;
-    runtime.block_on(async move {
+    let decision = runtime.block_on(async move {
         let deadline = Instant::from_std(started + budget);
         let shared: Shared = Arc::default();
         let decided_elsewhere = async {
@@ -116,7 +116,10 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
                 None
             }
         }
-    })
+    });
+    // From here on nothing needs withdrawing: a signal ends the hook silently at once.
+    super::signals::flow_stops_handling();
+    decision
 }
 
 async fn run(
@@ -126,7 +129,7 @@ async fn run(
     deadline: Instant,
     shared: Shared,
 ) -> Result<Decision, Fallback> {
-    let client = client::attach_or_spawn(paths).await?;
+    let client = client::attach_or_spawn_by(paths, deadline.into_std()).await?;
     shared.lock().expect("not poisoned").client = Some(client.clone());
     match plan {
         Plan::Permission {
@@ -183,8 +186,8 @@ async fn open(
 ) -> Result<String, Fallback> {
     // While the request is in flight its id is unknown: a signal then gives it a moment.
     shared.lock().expect("not poisoned").opening = true;
-    // Retried on a dropped connection too: the request is keyed, so a repeat that reaches
-    // the broker twice reuses the same question.
+    // Retried on a dropped connection too. A first attempt that did reach the broker left a
+    // question nobody waits for; its owner lease cancels it within the grace.
     let opened = retry_transient(deadline, || client.request_interaction(&q.request)).await;
     shared.lock().expect("not poisoned").opening = false;
     let (record, _created) = opened?;
@@ -319,6 +322,8 @@ async fn host_gives_up() -> &'static str {
         ) else {
             return std::future::pending().await;
         };
+        // Tokio's handlers are in place: signals now take the withdrawing path.
+        super::signals::flow_handles();
         tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",

@@ -16,9 +16,9 @@ use crate::daemon::TestDaemon;
 use crate::webdriver::{Browser, Driver};
 
 /// Upper bound for anything the page must show; reached only when something is broken.
-const WAIT: Duration = Duration::from_secs(15);
+pub const WAIT: Duration = Duration::from_secs(15);
 
-fn browser_or_skip() -> Option<Browser> {
+pub fn browser_or_skip() -> Option<Browser> {
     match Browser::find() {
         Ok(b) => Some(b),
         Err(why) if std::env::var("AGENTNOTIFY_SKIP_BROWSER").as_deref() == Ok("1") => {
@@ -33,11 +33,17 @@ fn browser_or_skip() -> Option<Browser> {
     }
 }
 
-fn card(q: &Value) -> String {
+pub fn card(q: &Value) -> String {
     format!("#pending li[data-id='{}']", q["id"].as_str().unwrap())
 }
 
-fn id(q: &Value) -> &str {
+/// The card once its click guard is over (it ignores clicks for a second after it appears
+/// or moves).
+pub fn settled(q: &Value) -> String {
+    format!("{}:not([data-guard])", card(q))
+}
+
+pub fn id(q: &Value) -> &str {
     q["id"].as_str().unwrap()
 }
 
@@ -71,7 +77,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
                     "prompt": "Bash: rm -rf build\n\nRemove the build directory"}),
         )
         .await;
-    let allow_css = format!("{} button[data-choice='allow-once']", card(&q));
+    let allow_css = format!("{} button[data-choice='allow-once']", settled(&q));
     let allow = wd.wait_for(&allow_css, WAIT).await;
     // Text is read once the card has faded in (WebDriver reads only visible text).
     wd.wait_text(&allow_css, "Allow once", WAIT).await;
@@ -96,7 +102,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
                                 {"id": "lite", "label": "SQLite", "detail": "Fast, in memory"},
                                 {"id": "none", "label": "No database"}]}))
         .await;
-    let lite_css = format!("{} button[data-choice='lite']", card(&q));
+    let lite_css = format!("{} button[data-choice='lite']", settled(&q));
     let lite = wd.wait_for(&lite_css, WAIT).await;
     let label = wd.wait_text(&lite_css, "Fast, in memory", WAIT).await;
     assert!(label.contains("SQLite"), "{label}");
@@ -128,9 +134,8 @@ async fn answers_every_kind_live_in_a_real_browser() {
     wd.wait_text(&format!("{} .counter", card(&q)), "24 / 120", WAIT)
         .await;
     let send = wd
-        .find(&format!("{} button[data-action='send']", card(&q)))
-        .await
-        .unwrap();
+        .wait_for(&format!("{} button[data-action='send']", settled(&q)), WAIT)
+        .await;
     wd.click(&send).await;
     let done = d.wait_done(id(&q), 15).await;
     assert_eq!(done["status"], "answered");
@@ -170,7 +175,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
         .await;
     let withdraw = wd
         .wait_for(
-            &format!("{} button[data-action='withdraw']", card(&q)),
+            &format!("{} button[data-action='withdraw']", settled(&q)),
             WAIT,
         )
         .await;
@@ -201,7 +206,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
     wd.goto(&format!("{}/ui/", d.url)).await;
     let allow = wd
         .wait_for(
-            &format!("{} button[data-choice='allow-once']", card(&q)),
+            &format!("{} button[data-choice='allow-once']", settled(&q)),
             WAIT,
         )
         .await;
@@ -221,11 +226,12 @@ async fn answers_every_kind_live_in_a_real_browser() {
     wd.cdp("Network.setBlockedURLs", json!({"urls": []})).await;
     let _ = wd.console_errors().await; // the blocked stream and the 409 were expected
 
-    // Reusing the spent link in the signed-in browser just shows the page again (a browser
-    // without the session gets "already used"; see the HTTP tests).
+    // Reusing the spent link in the signed-in tab just shows the page again (a tab without
+    // the session gets "already used"; see the HTTP tests), and the secret leaves the address.
     wd.goto(&link).await;
     wd.wait_for("#live[data-live='on']", WAIT).await;
     assert!(wd.url().await.ends_with("/ui/"));
+    let _ = wd.console_errors().await; // the refused exchange of the spent link was expected
 
     screenshots(&wd).await;
 }

@@ -2,7 +2,9 @@
 //! binaries one after another: the browser's CPU load then never overlaps the timing-sensitive
 //! tests of `tests/integration` on a small machine.
 
+mod guard;
 mod live;
+mod origin;
 mod webdriver;
 
 /// The same real-daemon helper the HTTP-level web UI tests use.

@@ -310,6 +310,20 @@ impl Driver {
         self.try_cmd("DELETE", "/actions", None).await;
     }
 
+    /// Moves the (real, WebDriver) pointer to the centre of an element and leaves it there.
+    pub async fn hover(&self, e: &Element) {
+        let origin = json!({ ELEMENT: e.0 });
+        let move_to =
+            json!({"type": "pointerMove", "duration": 0, "origin": origin, "x": 0, "y": 0});
+        self.cmd(
+            "POST",
+            "/actions",
+            Some(json!({"actions": [{"type": "pointer", "id": "mouse",
+                "parameters": {"pointerType": "mouse"}, "actions": [move_to]}]})),
+        )
+        .await;
+    }
+
     pub async fn set_window(&self, width: u32, height: u32) {
         self.cmd(
             "POST",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentnotify::broker::{Broker, BrokerConfig, InteractionFilter};
-use agentnotify::model::{InteractionRequest, Status, Timestamp};
+use agentnotify::model::{AnswerSubmission, InteractionRequest, Status, Timestamp};
 use agentnotify::store::Store;
 use serde_json::json;
 
@@ -126,14 +126,56 @@ async fn an_owner_lease_cancels_a_question_nobody_waits_for() {
         "a waited-on lease must not lapse"
     );
     assert_eq!(b.get(&plain.id).await.unwrap().status, Status::Pending);
-    // A repeated identical keyed request takes the lease over and keeps the same question.
+}
+
+/// One approval never runs two calls: an identical keyed request gets a question of its own
+/// while the first one's owner still holds it, and shares it once that owner is gone.
+#[tokio::test]
+async fn identical_requests_share_a_question_only_once_its_owner_stopped_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), Duration::from_secs(15));
     let mut keyed = request("keyed", 600, true);
     keyed.key = Some("k".into());
     let (first, created) = b.request(keyed.clone()).await.unwrap();
     assert!(created);
-    let (again, created) = b.request(keyed).await.unwrap();
+    // Asked again before the first owner even started waiting: its own question.
+    let (second, created) = b.request(keyed.clone()).await.unwrap();
+    assert!(
+        created,
+        "an identical call waiting at the same time shares a question"
+    );
+    assert_ne!(second.id, first.id);
+    let answer = AnswerSubmission::from_json(&json!({
+        "response_id": "r1", "request_digest": first.request_digest, "nonce": first.nonce,
+        "choice_id": "allow-once", "source": "cli"}))
+    .unwrap();
+    assert_eq!(
+        b.respond(&first.id, answer).await.unwrap().status,
+        Status::Answered
+    );
+    assert_eq!(b.get(&second.id).await.unwrap().status, Status::Pending);
+
+    // Between two wait slices the owner still holds its question.
+    let slice = b
+        .wait(&second.id, Duration::from_millis(50), true)
+        .await
+        .unwrap();
+    assert_eq!(slice.status, Status::Pending);
+    let (third, created) = b.request(keyed.clone()).await.unwrap();
+    assert!(created && third.id != second.id, "held between slices");
+
+    // The owner vanished mid-wait (its connection dropped the wait): a retry of the same call
+    // takes its question and its lease over.
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        b.wait(&second.id, Duration::from_secs(60), true),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the wait was still parked when dropped");
+    let (retry, created) = b.request(keyed).await.unwrap();
     assert!(!created);
-    assert_eq!(again.id, first.id);
+    assert_eq!(retry.id, second.id);
+    assert_eq!(b.get(&third.id).await.unwrap().status, Status::Pending);
 }
 
 #[tokio::test]

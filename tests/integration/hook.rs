@@ -465,6 +465,90 @@ async fn host_signals_withdraw_the_question_and_exit_0_quickly() {
     }
 }
 
+/// Another process holds `spawn.lock` (a broker start that hangs): the hook's wait for it is
+/// bounded by its own budget, and a signal still ends it at once.
+#[tokio::test]
+async fn a_held_spawn_lock_neither_stretches_the_budget_nor_delays_a_signal() {
+    let home = Home::new();
+    let lock = std::fs::File::create(home.path().join("spawn.lock")).unwrap();
+    lock.lock().unwrap();
+    let payload = fixture("claude-live-bash.json");
+    for (n, signal) in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP]
+        .into_iter()
+        .enumerate()
+    {
+        let hook = RunningHook::start(&home, "claude", &payload, &["--timeout", "3"]);
+        // The hook says in its log when it starts waiting for the lock.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while home.logs().matches("waiting for spawn.lock").count() <= n {
+            assert!(
+                Instant::now() < deadline,
+                "the hook never waited for spawn.lock"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sent = Instant::now();
+        unsafe { libc::kill(hook.pid(), signal) };
+        let (code, out) = hook.finish();
+        let took = sent.elapsed();
+        assert_eq!((code, out.as_str()), (0, ""), "signal {signal}");
+        eprintln!("signal {signal} while waiting for spawn.lock: exited after {took:?}");
+        assert!(
+            took < Duration::from_secs(2),
+            "signal {signal}: exit took {took:?}"
+        );
+    }
+    // No signal: the budget itself ends the wait.
+    let started = Instant::now();
+    let hook = RunningHook::start(&home, "claude", &payload, &["--timeout", "2"]);
+    assert_eq!(hook.finish(), (0, String::new()));
+    let took = started.elapsed();
+    eprintln!("--timeout 2 with spawn.lock held: exited after {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "the budget was overrun: {took:?}"
+    );
+    drop(lock);
+}
+
+/// A signal before the flow starts (the hook still reading its stdin) is silence and exit 0
+/// too, not death by the signal.
+#[tokio::test]
+async fn a_signal_while_reading_stdin_is_silence_and_exit_0() {
+    let home = Home::new();
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let child = home
+            .cmd(HOOK)
+            .args(["claude", "ask-permission"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Synchronise on the kernel: the hook sleeps in a read of its (open, empty) stdin.
+        let wchan = format!("/proc/{}/wchan", child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&wchan)
+            .unwrap_or_default()
+            .contains("pipe_read")
+        {
+            assert!(Instant::now() < deadline, "the hook never read its stdin");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let sent = Instant::now();
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        assert!(sent.elapsed() < Duration::from_secs(2));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "signal {signal}: {:?}",
+            out.status
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
 #[tokio::test]
 async fn a_call_claude_decided_itself_withdraws_the_question() {
     let home = Home::new();
@@ -543,7 +627,7 @@ async fn a_killed_hook_loses_its_question_to_the_owner_lease() {
 }
 
 #[tokio::test]
-async fn parallel_requests_stay_apart_and_repeats_share_one_question() {
+async fn parallel_requests_stay_apart_and_identical_ones_get_their_own_question() {
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);
     let api = home.api();
@@ -557,26 +641,34 @@ async fn parallel_requests_stay_apart_and_repeats_share_one_question() {
         2,
         "two different requests in one session must both stay pending"
     );
-    // The same request again (a host retry) reuses its question.
+    // The same call again while the first still waits: one approval must not run both.
     let a2 = RunningHook::start(&home, "claude", &payload, &[]);
-    // The retry has attached once its hook logged its (reused) question.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while home.logs().matches("question open").count() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the repeated request never attached"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let qs = pending_for(&api, &session_of(&payload), 2).await;
-    assert_eq!(qs.len(), 2, "a repeated request opened a new question");
-    let q = qs
+    let qs = pending_for(&api, &session_of(&payload), 3).await;
+    let same: Vec<&Value> = qs
         .iter()
-        .find(|q| q["prompt"].as_str().unwrap().contains("node_modules"))
-        .unwrap();
-    api.respond(q, Api::answer(q, "r", "allow-once")).await;
-    assert_eq!(a.finish(), (0, format!("{ALLOW}\n")));
-    assert_eq!(a2.finish(), (0, format!("{ALLOW}\n")));
+        .filter(|q| q["prompt"].as_str().unwrap().contains("node_modules"))
+        .collect();
+    assert_eq!(same.len(), 2, "each waiting hook has its own question");
+    assert_ne!(same[0]["id"], same[1]["id"]);
+    assert_eq!(
+        same[0]["key"], same[1]["key"],
+        "the same call, the same key"
+    );
+    // Answering one leaves the other pending, and each hook gets its own answer.
+    api.respond(same[0], Api::answer(same[0], "r", "allow-once"))
+        .await;
+    let id1 = same[1]["id"].as_str().unwrap();
+    assert_eq!(
+        api.get(&format!("/v1/interactions/{id1}")).await.1["status"],
+        "pending"
+    );
+    api.respond(same[1], Api::answer(same[1], "r", "deny"))
+        .await;
+    let mut outs = [a.finish(), a2.finish()];
+    outs.sort();
+    let mut want = [(0, format!("{ALLOW}\n")), (0, format!("{DENY}\n"))];
+    want.sort();
+    assert_eq!(outs, want);
     let q = qs
         .iter()
         .find(|q| q["prompt"].as_str().unwrap().contains("npm test"))

@@ -8,7 +8,7 @@ mod daemon;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use daemon::{session_from, TestDaemon};
+use daemon::{link_secret, TestDaemon, SESSION};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
 img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -22,11 +22,14 @@ fn respond_path(id: &str) -> String {
 }
 
 #[tokio::test]
-async fn every_page_api_call_needs_the_session_cookie() {
+async fn every_page_api_call_needs_the_session_header() {
     let d = TestDaemon::start();
     let q = d.ask(permission("git push --force")).await;
     let id = q["id"].as_str().unwrap();
     let bearer = format!("Bearer {}", d.token);
+    let session = d.login().await;
+    // A cookie is never read, not even one carrying a live session token.
+    let as_cookie = format!("an_session={session}");
     let page_headers: Vec<(&str, &str)> = vec![("x-agentnotify-ui", "1"), ("origin", &d.url)];
     let routes = [
         (Method::GET, "/ui/api/interactions".to_string()),
@@ -38,9 +41,10 @@ async fn every_page_api_call_needs_the_session_cookie() {
     for (method, path) in &routes {
         let attempts: Vec<Vec<(&str, &str)>> = vec![
             page_headers.clone(),
-            [page_headers.clone(), vec![("cookie", "an_session=forged")]].concat(),
+            [page_headers.clone(), vec![(SESSION, "forged")]].concat(),
             [page_headers.clone(), vec![("authorization", &bearer)]].concat(),
-            [page_headers.clone(), vec![("cookie", "an_session=")]].concat(),
+            [page_headers.clone(), vec![(SESSION, "")]].concat(),
+            [page_headers.clone(), vec![("cookie", &as_cookie)]].concat(),
         ];
         for headers in attempts {
             let r = d
@@ -57,10 +61,9 @@ async fn every_page_api_call_needs_the_session_cookie() {
     }
     assert_eq!(d.get(id).await["status"], "pending", "nothing changed");
 
-    // The bearer API is unchanged: the session cookie is no substitute for the token.
-    let cookie = format!("an_session={}", d.login().await);
+    // The bearer API is unchanged: the session is no substitute for the token.
     let r = d
-        .send(Method::GET, "/v1/interactions", &[("cookie", &cookie)])
+        .send(Method::GET, "/v1/interactions", &[(SESSION, &session)])
         .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let r = d.v1(Method::GET, "/v1/interactions", None).await;
@@ -72,52 +75,75 @@ async fn every_page_api_call_needs_the_session_cookie() {
 }
 
 #[tokio::test]
-async fn a_link_works_once_and_sets_a_strict_http_only_cookie() {
+async fn a_link_works_once_and_gives_the_page_a_session_but_no_cookie() {
     let d = TestDaemon::start();
     let link = d.link();
-    assert!(
-        link.starts_with(&format!("{}/ui/login?t=", d.url)),
-        "{link}"
-    );
-    let first = d.send(Method::GET, &link, &[]).await;
-    assert_eq!(first.status, StatusCode::SEE_OTHER);
-    assert_eq!(first.header("location"), Some("/ui/"));
-    let cookie = first.header("set-cookie").unwrap();
-    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
-        assert!(cookie.contains(part), "{cookie} lacks {part}");
+    assert!(link.starts_with(&format!("{}/ui/#t=", d.url)), "{link}");
+    let secret = link_secret(&link);
+    assert!(secret.len() >= 40, "{link}");
+    // Following the link only loads the page: the fragment never reaches the server.
+    let page = d.send(Method::GET, &link, &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.header("set-cookie").is_none());
+
+    // Refused attempts do not spend the link.
+    for headers in [
+        vec![("origin", d.url.as_str())],
+        vec![("x-agentnotify-ui", "1"), ("origin", "http://127.0.0.1:1")],
+    ] {
+        let r = d
+            .send_body(
+                Method::POST,
+                "/ui/api/session",
+                &headers,
+                Some(json!({ "link": secret })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{headers:?}");
+        assert_eq!(r.json()["code"], "forbidden");
     }
-    let session = session_from(&first).unwrap();
-    assert!(session.len() >= 40, "a long random session id");
+    let first = d.sign_in(&secret).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json());
+    assert!(first.header("set-cookie").is_none(), "no cookie, ever");
+    let session = first.json()["session"].as_str().unwrap().to_string();
+    assert!(session.len() >= 40, "a long random session token");
+    assert_ne!(session, secret, "the session is not the link's secret");
+    let ttl = first.json()["expires_in"].as_u64().unwrap();
     assert!(
-        !link.contains(&session),
-        "the session id is not the link token"
+        (60..=8 * 3600).contains(&ttl),
+        "sessions last at most 8 h: {ttl}"
     );
 
-    let second = d.send(Method::GET, &link, &[]).await;
+    let second = d.sign_in(&secret).await;
     assert_eq!(second.status, StatusCode::FORBIDDEN, "a link works once");
-    assert!(second.header("set-cookie").is_none());
-    assert!(String::from_utf8_lossy(&second.body).contains("agentnotify ui"));
+    assert_eq!(second.json()["code"], "link_expired");
+    assert!(second.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("agentnotify ui"));
 
-    // In the browser that already holds the session, the spent link just shows the page.
-    let again = d
-        .send(
-            Method::GET,
-            &link,
-            &[("cookie", &format!("an_session={session}"))],
-        )
-        .await;
-    assert_eq!(again.status, StatusCode::SEE_OTHER);
-    assert!(again.header("set-cookie").is_none(), "no new session");
-
-    // The session works; a made-up token does not.
+    // The session works; made-up or missing secrets do not.
     let r = d.page_get(&session, "/ui/api/interactions").await;
     assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(d.sign_in("AAAA").await.status, StatusCode::FORBIDDEN);
     let r = d
-        .send(Method::GET, &format!("{}/ui/login?t=AAAA", d.url), &[])
+        .send_body(
+            Method::POST,
+            "/ui/api/session",
+            &[("x-agentnotify-ui", "1"), ("origin", &d.url)],
+            Some(json!({"link": 5})),
+        )
         .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    let r = d.send(Method::GET, "/ui/login", &[]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.json()["error"].as_str().unwrap().starts_with("link"));
+    let r = d.send(Method::GET, "/ui/api/session", &[]).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    // The old cookie-setting route is gone.
+    let r = d
+        .send(Method::GET, &format!("/ui/login?t={secret}"), &[])
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.header("set-cookie").is_none());
 
     // The API says how long a link lives: at most two minutes.
     let r = d.v1(Method::POST, "/v1/ui/link", None).await;
@@ -126,10 +152,110 @@ async fn a_link_works_once_and_sets_a_strict_http_only_cookie() {
     assert!((1..=120).contains(&secs), "{secs}");
 }
 
+/// A session works only under the `Host` it was started on: another name for this machine
+/// (another origin to the browser) cannot use it.
+#[tokio::test]
+async fn a_session_works_only_on_the_host_it_was_issued_for() {
+    let d = TestDaemon::start();
+    let ip = format!("127.0.0.1:{}", d.port);
+    let name = format!("localhost:{}", d.port);
+    let session = d.login().await; // on 127.0.0.1
+    let list_at = |host: String| {
+        let (d, session) = (&d, session.clone());
+        async move {
+            d.send(
+                Method::GET,
+                "/ui/api/interactions",
+                &[(SESSION, &session), ("host", &host)],
+            )
+            .await
+        }
+    };
+    assert_eq!(list_at(ip.clone()).await.status, StatusCode::OK);
+    for other in [
+        name.clone(),
+        format!("[::1]:{}", d.port),
+        format!("LOCALHOST:{}", d.port),
+    ] {
+        let r = list_at(other.clone()).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "Host {other}");
+        assert_eq!(r.json()["code"], "no_session");
+    }
+    // Started on localhost, it is refused on 127.0.0.1.
+    let secret = link_secret(&d.link());
+    let origin = format!("http://{name}");
+    let r = d
+        .send_body(
+            Method::POST,
+            "/ui/api/session",
+            &[
+                ("x-agentnotify-ui", "1"),
+                ("origin", &origin),
+                ("host", &name),
+            ],
+            Some(json!({ "link": secret })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    let on_name = r.json()["session"].as_str().unwrap().to_string();
+    let r = d
+        .send(
+            Method::GET,
+            "/ui/api/interactions",
+            &[(SESSION, &on_name), ("host", &ip)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = d
+        .send(
+            Method::GET,
+            "/ui/api/interactions",
+            &[(SESSION, &on_name), ("host", &name)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+/// Cookie tossing: another port of 127.0.0.1 can set cookies the browser then sends here.
+/// No cookie is read, so none can sign the person out or in.
+#[tokio::test]
+async fn a_tossed_cookie_changes_nothing() {
+    let d = TestDaemon::start();
+    let session = d.login().await;
+    let q = d.ask(permission("make clean")).await;
+    let tossed = "an_session=tossed; an_session=other; session=x";
+    let r = d
+        .send(
+            Method::GET,
+            "/ui/api/interactions",
+            &[("cookie", tossed), (SESSION, &session)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = d
+        .send_body(
+            Method::POST,
+            &respond_path(q["id"].as_str().unwrap()),
+            &[
+                ("cookie", tossed),
+                (SESSION, &session),
+                ("x-agentnotify-ui", "1"),
+                ("origin", &d.url),
+            ],
+            Some(json!({"request_digest": q["request_digest"], "response_id": "t1", "choice_id": "deny"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    assert_eq!(
+        d.get(q["id"].as_str().unwrap()).await["response"]["choice_id"],
+        "deny"
+    );
+}
+
 #[tokio::test]
 async fn host_must_be_loopback_with_our_port() {
     let d = TestDaemon::start();
-    let cookie = format!("an_session={}", d.login().await);
+    let session = d.login().await;
     let other_port = format!("127.0.0.1:{}", d.port.wrapping_add(1));
     for bad in [
         "evil.example",
@@ -142,11 +268,11 @@ async fn host_must_be_loopback_with_our_port() {
         for path in [
             "/ui/",
             "/ui/app.js",
-            "/ui/login?t=x",
+            "/ui/api/session",
             "/ui/api/interactions",
         ] {
             let r = d
-                .send(Method::GET, path, &[("host", bad), ("cookie", &cookie)])
+                .send(Method::GET, path, &[("host", bad), (SESSION, &session)])
                 .await;
             assert_eq!(
                 r.status,
@@ -167,7 +293,7 @@ async fn host_must_be_loopback_with_our_port() {
 async fn writes_need_the_custom_header_and_a_same_origin_origin() {
     let d = TestDaemon::start();
     let session = d.login().await;
-    let cookie = format!("an_session={session}");
+    let cookie = session.as_str();
     let q = d.ask(permission("terraform apply")).await;
     let id = q["id"].as_str().unwrap();
     let body = json!({"request_digest": q["request_digest"], "response_id": "w1", "choice_id": "allow-once"});
@@ -178,15 +304,15 @@ async fn writes_need_the_custom_header_and_a_same_origin_origin() {
         "https://127.0.0.1",
     ];
     let mut attempts: Vec<Vec<(&str, &str)>> = vec![
-        vec![("cookie", &cookie), ("origin", &d.url)],
-        vec![("cookie", &cookie), ("x-agentnotify-ui", "1")],
+        vec![(SESSION, cookie), ("origin", &d.url)],
+        vec![(SESSION, cookie), ("x-agentnotify-ui", "1")],
         vec![
-            ("cookie", &cookie),
+            (SESSION, cookie),
             ("x-agentnotify-ui", "0"),
             ("origin", &d.url),
         ],
         vec![
-            ("cookie", &cookie),
+            (SESSION, cookie),
             ("x-agentnotify-ui", "1"),
             ("origin", &d.url),
             ("sec-fetch-site", "cross-site"),
@@ -194,7 +320,7 @@ async fn writes_need_the_custom_header_and_a_same_origin_origin() {
     ];
     for o in &foreign {
         attempts.push(vec![
-            ("cookie", &cookie),
+            (SESSION, cookie),
             ("x-agentnotify-ui", "1"),
             ("origin", o),
         ]);
@@ -239,7 +365,6 @@ async fn writes_need_the_custom_header_and_a_same_origin_origin() {
 async fn every_ui_response_carries_the_security_headers() {
     let d = TestDaemon::start();
     let session = d.login().await;
-    let cookie = format!("an_session={session}");
     let host = format!("127.0.0.1:{}", d.port);
     type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>);
     let cases: Vec<Case> = vec![
@@ -249,17 +374,17 @@ async fn every_ui_response_carries_the_security_headers() {
         (Method::GET, "/ui/app.css", vec![]),
         (Method::GET, "/ui/icon.svg", vec![]),
         (Method::GET, "/ui/nope", vec![]),
-        (Method::GET, "/ui/login?t=bad", vec![]),
+        (Method::POST, "/ui/api/session", vec![]),
         (Method::GET, "/ui/api/interactions", vec![]),
         (
             Method::GET,
             "/ui/api/interactions",
-            vec![("cookie", &cookie)],
+            vec![(SESSION, &session)],
         ),
         (
             Method::POST,
             "/ui/api/interactions/x/respond",
-            vec![("cookie", &cookie)],
+            vec![(SESSION, &session)],
         ),
         (Method::GET, "/ui/", vec![("host", "evil.example")]),
         (Method::DELETE, "/ui/", vec![("host", &host)]),
@@ -293,7 +418,6 @@ async fn every_ui_response_carries_the_security_headers() {
 async fn the_nonce_never_reaches_the_page() {
     let d = TestDaemon::start();
     let session = d.login().await;
-    let cookie = format!("an_session={session}");
     let asked = [
         d.ask(permission("rm -rf build")).await,
         d.ask(
@@ -315,7 +439,7 @@ async fn the_nonce_never_reaches_the_page() {
     let mut events = d
         .http
         .get(format!("{}/ui/api/events", d.url))
-        .header("cookie", &cookie)
+        .header(SESSION, &session)
         .send()
         .await
         .unwrap();
@@ -530,16 +654,15 @@ async fn a_stale_page_gets_a_clear_message_never_a_wrong_answer() {
 async fn bad_input_is_refused_never_a_500() {
     let d = TestDaemon::start();
     let session = d.login().await;
-    let cookie = format!("an_session={session}");
     let q = d.ask(permission("ls")).await;
     let id = q["id"].as_str().unwrap();
     let raw = |body: &'static str, path: String| {
         let d = &d;
-        let cookie = cookie.clone();
+        let session = session.clone();
         async move {
             d.http
                 .post(format!("{}{path}", d.url))
-                .header("cookie", cookie)
+                .header(SESSION, session)
                 .header("x-agentnotify-ui", "1")
                 .header("origin", &d.url)
                 .body(body)
@@ -579,9 +702,9 @@ async fn bad_input_is_refused_never_a_500() {
 async fn logs_never_carry_secrets_or_content() {
     let mut d = TestDaemon::start();
     let link = d.link();
-    let token = link.rsplit("t=").next().unwrap().to_string();
-    let login = d.send(Method::GET, &link, &[]).await;
-    let session = session_from(&login).unwrap();
+    let token = link_secret(&link);
+    let login = d.sign_in(&token).await;
+    let session = login.json()["session"].as_str().unwrap().to_string();
     let q = d.ask(permission("echo secret-prompt-text")).await;
     let id = q["id"].as_str().unwrap();
     let r = d
@@ -593,7 +716,7 @@ async fn logs_never_carry_secrets_or_content() {
         .page_post(&session, &respond_path(t["id"].as_str().unwrap()), json!({"request_digest": t["request_digest"], "response_id": "r2", "text": "answer-text-here"}))
         .await;
     assert_eq!(r.status, StatusCode::OK);
-    let _ = d.send(Method::GET, &link, &[]).await; // a refused reuse is logged too
+    let _ = d.sign_in(&token).await; // a refused reuse is logged too
     let logs = d.stop_and_read_logs();
     assert!(
         logs.contains("web UI session started"),
@@ -622,7 +745,7 @@ async fn an_open_page_keeps_an_on_demand_broker_up() {
         .await
         .unwrap();
     let request = format!(
-        "GET /ui/api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: an_session={session}\r\n\r\n",
+        "GET /ui/api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Agentnotify-Session: {session}\r\n\r\n",
         d.port
     );
     page.write_all(request.as_bytes()).await.unwrap();
@@ -651,4 +774,81 @@ async fn an_open_page_keeps_an_on_demand_broker_up() {
         d.exits_within(std::time::Duration::from_secs(40)),
         "the broker did not idle out after the page closed"
     );
+}
+
+/// `/proc/*/cmdline` is world-readable: the opener gets a private file that forwards to the
+/// link, never the link itself.
+#[tokio::test]
+async fn agentnotify_ui_never_puts_the_link_on_a_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TestDaemon::start();
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("argv");
+    let opener = bin.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$RECORD.tmp\" && mv \"$RECORD.tmp\" \"$RECORD\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = d
+        .home
+        .cmd(support_bin())
+        .arg("ui")
+        .env("PATH", path)
+        .env("RECORD", &record)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let link = stdout
+        .lines()
+        .find(|l| l.starts_with("http://"))
+        .unwrap_or_else(|| panic!("the link is printed: {stdout}"))
+        .to_string();
+    let secret = link_secret(&link);
+    assert!(secret.len() >= 40, "{link}");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !record.exists() {
+        assert!(std::time::Instant::now() < deadline, "the opener never ran");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let argv = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        !argv.contains(&secret),
+        "the secret is in the opener's argv: {argv}"
+    );
+    let args: Vec<&str> = argv.lines().collect();
+    assert_eq!(args.len(), 1, "{argv}");
+    let page = std::path::Path::new(args[0]);
+    assert!(page.starts_with(d.home.path()), "{argv}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(page), 0o600, "the forwarding page is private");
+    assert_eq!(
+        mode(page.parent().unwrap()) & 0o022,
+        0,
+        "in a folder nobody else can write"
+    );
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains(&link),
+        "the page forwards to the link: {html}"
+    );
+    // The opener did not spend the link: it is still good for one sign-in.
+    assert_eq!(d.sign_in(&secret).await.status, StatusCode::OK);
+}
+
+fn support_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentnotify")
 }

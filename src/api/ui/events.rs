@@ -83,6 +83,7 @@ pub fn stream(
     mut events: broadcast::Receiver<Event>,
     counter: Arc<StreamCounter>,
     heartbeat: Duration,
+    until: tokio::time::Instant,
 ) -> ResBody {
     let (tx, rx) = mpsc::channel::<Bytes>(BUFFER);
     let guard = OpenStream::new(counter);
@@ -102,6 +103,7 @@ pub fn stream(
         loop {
             let frame = tokio::select! {
                 _ = tx.closed() => return,
+                _ = tokio::time::sleep_until(until) => return,
                 _ = beat.tick() => Bytes::from_static(b": keep-alive\n\n"),
                 ev = events.recv() => match ev {
                     Ok(ev) if ev.topic == "interaction" => {
@@ -143,7 +145,8 @@ mod tests {
     async fn forwards_interaction_changes_and_beats_and_ends_when_the_reader_goes() {
         let (tx, rx) = broadcast::channel(8);
         let counter = Arc::new(StreamCounter::default());
-        let mut body = stream(rx, Arc::clone(&counter), Duration::from_millis(50));
+        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let mut body = stream(rx, Arc::clone(&counter), Duration::from_millis(50), far);
         assert_eq!(counter.open(), 1);
         assert!(next_text(&mut body).await.contains("event: ready"));
 
@@ -176,5 +179,18 @@ mod tests {
         .await
         .expect("the stream task ends once its reader is gone");
         assert!(counter.last_closed().is_some());
+    }
+
+    #[tokio::test]
+    async fn the_stream_ends_with_the_session() {
+        let (_tx, rx) = broadcast::channel::<Event>(8);
+        let counter = Arc::new(StreamCounter::default());
+        let until = tokio::time::Instant::now() + Duration::from_millis(100);
+        let mut body = stream(rx, counter, Duration::from_secs(3600), until);
+        assert!(next_text(&mut body).await.contains("event: ready"));
+        let end = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("the stream ends at the session's deadline");
+        assert!(end.is_none());
     }
 }

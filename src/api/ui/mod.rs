@@ -2,7 +2,9 @@
 //! answers them through the same broker rule as every other surface, with `source: web`.
 //!
 //! Access is not open to every local process: a bearer-authenticated client mints a one-time
-//! link (`POST /v1/ui/link`), which sets an HttpOnly, SameSite=Strict session cookie. Every
+//! link (`POST /v1/ui/link`) whose secret sits in the URL fragment; the page trades it for a
+//! session token (`POST /ui/api/session`) bound to its `Host`, keeps it in `sessionStorage`
+//! and sends it as a header — no cookie, which every port of 127.0.0.1 would share. Every
 //! `/ui` response refuses a non-loopback `Host` (421, against DNS rebinding) and carries a
 //! strict CSP; state-changing calls also need the `X-Agentnotify-UI` header and a same-origin
 //! `Origin` (403), which a cross-site form or script cannot produce. The nonce never reaches
@@ -25,7 +27,7 @@ use crate::api::ApiContext;
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::interaction::AnswerRefusal;
 use crate::model::{AnswerSubmission, Interaction, Status, Timestamp};
-use agentnotify_http::{full, json_response, parse_json, query, read_body, ApiError, ResBody};
+use agentnotify_http::{full, json_response, parse_json, read_body, ApiError, ResBody};
 use events::StreamCounter;
 use session::Sessions;
 use view::InteractionView;
@@ -78,7 +80,8 @@ impl UiState {
 /// `POST /v1/ui/link` (bearer-authenticated): a one-time login link for the page.
 pub fn mint_link(ctx: &ApiContext) -> Response<ResBody> {
     let token = ctx.ui.sessions.mint_link(Instant::now());
-    let url = format!("{}/ui/login?t={}", ctx.url, token.expose());
+    // In the fragment: a browser never sends it to a server, not even ours.
+    let url = format!("{}/ui/#t={}", ctx.url, token.expose());
     tracing::info!("web UI login link issued");
     json_response(
         StatusCode::OK,
@@ -123,11 +126,7 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
     match path.as_str() {
         "/ui" => {
             only(&method, Method::GET)?;
-            Ok(redirect("/ui/", None))
-        }
-        "/ui/login" => {
-            only(&method, Method::GET)?;
-            Ok(login(ctx, &req))
+            Ok(redirect("/ui/"))
         }
         _ => {
             let name = path.strip_prefix("/ui/").unwrap_or("-");
@@ -184,73 +183,76 @@ fn only(method: &Method, want: Method) -> Result<(), ApiError> {
     })
 }
 
-fn redirect(location: &'static str, cookie: Option<String>) -> Response<ResBody> {
+fn redirect(location: &'static str) -> Response<ResBody> {
     let mut res = Response::new(full(""));
     *res.status_mut() = StatusCode::SEE_OTHER;
     res.headers_mut()
         .insert(header::LOCATION, HeaderValue::from_static(location));
-    if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
-        res.headers_mut().insert(header::SET_COOKIE, c);
-    }
     res
 }
 
-fn session_of(ctx: &ApiContext, req: &Request<Incoming>) -> bool {
-    req.headers()
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(session::cookie_value)
-        .any(|s| ctx.ui.sessions.is_session(s, Instant::now()))
+/// When the session named in the request's header ends, if it is live on this `host`.
+/// Cookies are never read: another server on 127.0.0.1 could have set one.
+fn session_of(ctx: &ApiContext, req: &Request<Incoming>, host: &str) -> Option<Instant> {
+    let presented = req.headers().get(session::SESSION_HEADER)?.to_str().ok()?;
+    ctx.ui
+        .sessions
+        .session_deadline(presented, host, Instant::now())
 }
 
-/// `GET /ui/login?t=…`: redeems a one-time link, sets the session cookie, goes to the page.
-fn login(ctx: &ApiContext, req: &Request<Incoming>) -> Response<ResBody> {
-    // A repeated `t` is refused like an unknown one.
-    let token = query(req)
-        .ok()
-        .and_then(|mut q| q.remove("t"))
-        .unwrap_or_default();
-    if let Some(session) = ctx.ui.sessions.redeem_link(&token, Instant::now()) {
-        tracing::info!("web UI session started");
-        let cookie = session::set_cookie(&session, ctx.ui.sessions.session_ttl());
-        return redirect("/ui/", Some(cookie));
-    }
-    if session_of(ctx, req) {
-        // Already signed in (a reloaded or reused link): just show the page.
-        return redirect("/ui/", None);
-    }
-    tracing::info!("web UI login refused: link unknown, used or expired");
-    let page = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>agentnotify: link expired</title><link rel=\"stylesheet\" href=\"/ui/app.css\"></head>\
-<body><main class=\"signin\"><h1>This link has expired or was already used</h1>\
-<p>Each link works once, within 2 minutes. Run <code>agentnotify ui</code> in a terminal \
-for a fresh one.</p></main></body></html>";
-    let mut res = Response::new(full(page));
-    *res.status_mut() = StatusCode::FORBIDDEN;
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    res
+/// `POST /ui/api/session` with `{"link": "…"}` from the page: redeems a one-time link
+/// and returns a session token for this `Host`.
+async fn sign_in(
+    ctx: &ApiContext,
+    req: Request<Incoming>,
+    host: &str,
+) -> Result<Response<ResBody>, ApiError> {
+    same_origin(&req, host)?;
+    ctx.limiter.take().map_err(ApiError::rate_limited)?;
+    let body = parse_json(&read_body(req).await?, false)?;
+    let link = match body.get("link") {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "link: required, the one-time secret from the link's #t= fragment",
+            ))
+        }
+    };
+    let Some(session) = ctx.ui.sessions.redeem_link(&link, host, Instant::now()) else {
+        tracing::info!("web UI login refused: link unknown, used or expired");
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "link_expired",
+            "This link has expired or was already used: each link works once, within 2 minutes. \
+             Run `agentnotify ui` in a terminal for a fresh one.",
+        ));
+    };
+    tracing::info!("web UI session started");
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"session": session.expose(), "expires_in": ctx.ui.sessions.session_ttl().as_secs()}),
+    ))
 }
 
-/// The page's JSON API: needs the session cookie; writes need the same-origin proofs too.
+/// The page's JSON API: needs the session header; writes need the same-origin proofs too.
 async fn api(
     ctx: &ApiContext,
     req: Request<Incoming>,
     host: &str,
     rest: &str,
 ) -> Result<Response<ResBody>, ApiError> {
-    if !session_of(ctx, &req) {
+    let method = req.method().clone();
+    if rest.trim_end_matches('/') == "session" {
+        only(&method, Method::POST)?;
+        return sign_in(ctx, req, host).await;
+    }
+    let Some(until) = session_of(ctx, &req, host) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "no_session",
             "not signed in: run `agentnotify ui` for a one-time login link",
         ));
-    }
-    let method = req.method().clone();
+    };
     if method == Method::POST {
         same_origin(&req, host)?;
         ctx.limiter.take().map_err(ApiError::rate_limited)?;
@@ -263,7 +265,7 @@ async fn api(
         }
         ["events"] => {
             only(&method, Method::GET)?;
-            events(ctx)
+            events(ctx, until)
         }
         ["interactions", id, "respond"] => {
             only(&method, Method::POST)?;
@@ -339,7 +341,8 @@ async fn list(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
     ))
 }
 
-fn events(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
+/// The event stream ends with the session (`until`): the page then finds it signed out.
+fn events(ctx: &ApiContext, until: Instant) -> Result<Response<ResBody>, ApiError> {
     if ctx.ui.streams.open() >= MAX_STREAMS {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -351,6 +354,7 @@ fn events(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
         ctx.broker.subscribe(),
         Arc::clone(&ctx.ui.streams),
         ctx.ui.heartbeat,
+        tokio::time::Instant::from_std(until),
     );
     let mut res = Response::new(body);
     let h = res.headers_mut();

@@ -144,11 +144,22 @@ impl TestDaemon {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
-    /// Follows a fresh link; returns the session cookie value.
+    /// Trades a fresh link's secret for a session the way the page does; returns the token.
     pub async fn login(&self) -> String {
-        let r = self.send(Method::GET, &self.link(), &[]).await;
-        assert_eq!(r.status, StatusCode::SEE_OTHER);
-        session_from(&r).expect("a session cookie")
+        let r = self.sign_in(&link_secret(&self.link())).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+        r.json()["session"].as_str().expect("a session").to_string()
+    }
+
+    /// `POST /ui/api/session` with a link's secret, from the page's origin.
+    pub async fn sign_in(&self, secret: &str) -> Reply {
+        self.send_body(
+            Method::POST,
+            "/ui/api/session",
+            &[("x-agentnotify-ui", "1"), ("origin", &self.url)],
+            Some(json!({ "link": secret })),
+        )
+        .await
     }
 
     /// A raw request with the given headers (no cookie, no bearer unless given).
@@ -178,14 +189,13 @@ impl TestDaemon {
         reply(req.send().await.expect("request")).await
     }
 
-    /// A page-API call the way the page makes it: session cookie, custom header, Origin.
-    pub async fn page_post(&self, cookie: &str, path: &str, body: Value) -> Reply {
-        let cookie = format!("an_session={cookie}");
+    /// A page-API call the way the page makes it: session header, custom header, Origin.
+    pub async fn page_post(&self, session: &str, path: &str, body: Value) -> Reply {
         self.send_body(
             Method::POST,
             path,
             &[
-                ("cookie", &cookie),
+                (SESSION, session),
                 ("x-agentnotify-ui", "1"),
                 ("origin", &self.url),
             ],
@@ -194,9 +204,8 @@ impl TestDaemon {
         .await
     }
 
-    pub async fn page_get(&self, cookie: &str, path: &str) -> Reply {
-        let cookie = format!("an_session={cookie}");
-        self.send(Method::GET, path, &[("cookie", &cookie)]).await
+    pub async fn page_get(&self, session: &str, path: &str) -> Reply {
+        self.send(Method::GET, path, &[(SESSION, session)]).await
     }
 
     /// Waits up to `within` for the daemon to exit on its own; true when it did.
@@ -251,9 +260,13 @@ async fn reply(res: reqwest::Response) -> Reply {
     }
 }
 
-/// The `an_session` value a login reply sets, if any.
-pub fn session_from(r: &Reply) -> Option<String> {
-    let c = r.header("set-cookie")?;
-    let v = c.strip_prefix("an_session=")?;
-    Some(v.split(';').next()?.to_string())
+/// The header the page sends its session token in.
+pub const SESSION: &str = "x-agentnotify-session";
+
+/// The one-time secret in a link's fragment (`…/ui/#t=SECRET`).
+pub fn link_secret(link: &str) -> String {
+    link.split_once("#t=")
+        .unwrap_or_else(|| panic!("a link with a #t= fragment: {link}"))
+        .1
+        .to_string()
 }

@@ -21,9 +21,13 @@
     skew: 0, // server clock minus ours, in ms
     loaded: false,
     signedOut: false,
-    es: null,
+    session: '', // the session token; kept in sessionStorage (this origin, this tab) only
+    stream: null, // AbortController of the open event stream
     noticeTimer: 0,
   };
+  // Where the session token lives: sessionStorage is scoped to this origin, port included,
+  // so no other server on 127.0.0.1 can read it (a cookie would be sent to all of them).
+  const SESSION_KEY = 'agentnotify.session';
 
   // Builds an element; strings among the children become text nodes.
   function el(tag, attrs, ...children) {
@@ -48,10 +52,11 @@
   async function api(method, path, body) {
     const init = {
       method,
-      credentials: 'same-origin',
+      credentials: 'omit',
       cache: 'no-store',
       headers: { Accept: 'application/json' },
     };
+    if (state.session) init.headers['X-Agentnotify-Session'] = state.session;
     if (method !== 'GET') {
       init.headers['Content-Type'] = 'application/json';
       init.headers['X-Agentnotify-UI'] = '1';
@@ -139,6 +144,8 @@
         return d.error || 'This question is no longer waiting for an answer.';
       case 'no_session':
         return 'Your session ended. Run agentnotify ui in a terminal for a new link.';
+      case 'link_expired':
+        return 'This link has expired or was already used (each works once, within 2 minutes). Run agentnotify ui in a terminal for a fresh one.';
       case 'forbidden':
         return 'The broker refused this request (security check). Reload the page.';
       case 'rate_limited':
@@ -159,10 +166,20 @@
     e.textContent = text || { on: 'Live', connecting: 'Reconnecting…', off: 'Offline' }[mode];
   }
 
-  function signedOut() {
+  function signedOut(why) {
     if (state.signedOut) return;
     state.signedOut = true;
-    if (state.es) state.es.close();
+    state.session = '';
+    try {
+      sessionStorage.removeItem(SESSION_KEY);
+    } catch (_) {
+      // Storage disabled: nothing was kept.
+    }
+    if (state.stream) state.stream.abort();
+    if (why) {
+      $('signin-why').textContent = why;
+      $('signin-why').hidden = false;
+    }
     setLive('off', 'Signed out');
     $('signin').hidden = false;
     $('panel-pending').hidden = true;
@@ -192,6 +209,46 @@
     if (q.kind === 'permission' && ALLOW_IDS.has(c.id)) return 'btn allow';
     if (q.kind === 'permission' && DENY_IDS.has(c.id)) return 'btn deny';
     return 'btn';
+  }
+
+  // ---- click guard ---------------------------------------------------------------------------
+  // A click must land on a question the person read. Like a browser's permission prompt, a
+  // card ignores pointer clicks for GUARD_MS after it appears or moves (a card above it came
+  // or went, a message opened above the list). Keyboard answers are deliberate and pass.
+
+  const GUARD_MS = 1000;
+  const tops = new WeakMap(); // card -> its last known offset from the top of the page
+  const guards = new WeakMap(); // card -> {until, timer}
+
+  function docTop(e) {
+    let top = 0;
+    for (let n = e; n; n = n.offsetParent) top += n.offsetTop;
+    return top; // offsetTop ignores transforms, so the arrival animation does not count
+  }
+
+  function arm(card) {
+    const old = guards.get(card);
+    if (old) clearTimeout(old.timer);
+    card.setAttribute('data-guard', '');
+    const timer = setTimeout(() => card.removeAttribute('data-guard'), GUARD_MS);
+    guards.set(card, { until: performance.now() + GUARD_MS, timer });
+  }
+
+  // Arms every card that is new or whose place on the page changed since the last look.
+  function guardMoved() {
+    for (const card of state.cards.values()) {
+      if (!card.isConnected) continue;
+      const top = docTop(card);
+      if (tops.get(card) !== top) {
+        tops.set(card, top);
+        arm(card);
+      }
+    }
+  }
+
+  function guarded(card, e) {
+    const g = guards.get(card);
+    return e.detail > 0 && g !== undefined && performance.now() < g.until;
   }
 
   function buildCard(q) {
@@ -294,6 +351,17 @@
     });
     withdraw.addEventListener('click', () => cancel(card, q, msg));
     card.append(el('div', { class: 'card-foot' }, msg, withdraw));
+    // Seen first (capture), so a guarded click reaches no button and submits no form.
+    card.addEventListener(
+      'click',
+      (e) => {
+        if (!e.target.closest('button') || !guarded(card, e)) return;
+        e.preventDefault();
+        e.stopPropagation();
+        msg.textContent = 'This question just appeared or moved. Read it, then click again.';
+      },
+      true,
+    );
     return card;
   }
 
@@ -405,17 +473,7 @@
     const serverNow = Date.parse(data.server_time);
     if (!Number.isNaN(serverNow)) state.skew = serverNow - Date.now();
     const list = $('pending');
-    const live = new Set();
-    data.pending.forEach((q, i) => {
-      live.add(q.id);
-      let card = state.cards.get(q.id);
-      if (!card) {
-        card = buildCard(q);
-        state.cards.set(q.id, card);
-      }
-      // Newest first; existing cards are never moved (that would drop keyboard focus).
-      if (list.children[i] !== card) list.insertBefore(card, list.children[i] || null);
-    });
+    const live = new Set(data.pending.map((q) => q.id));
     for (const [id, card] of state.cards) {
       if (live.has(id)) continue;
       const index = Array.prototype.indexOf.call(list.children, card);
@@ -429,6 +487,15 @@
         (target || $('main')).focus();
       }
     }
+    // Oldest first, and a new question joins at the end: nothing is ever inserted above the
+    // card being read, and existing cards are never moved (that would drop keyboard focus).
+    for (const q of data.pending.slice().reverse()) {
+      if (state.cards.has(q.id)) continue;
+      const card = buildCard(q);
+      state.cards.set(q.id, card);
+      list.append(card);
+    }
+    guardMoved();
     const n = data.pending.length;
     $('pending-count').textContent = String(n);
     $('pending-count').dataset.n = String(n);
@@ -465,26 +532,65 @@
 
   // ---- live updates -------------------------------------------------------------------------
 
-  function connect() {
+  // Server-sent events read through fetch(), because EventSource cannot send the session
+  // header (and the token must not travel in a URL).
+  async function connect() {
     if (state.signedOut) return;
-    const es = new EventSource('/ui/api/events');
-    state.es = es;
-    es.addEventListener('ready', () => {
+    const ctrl = new AbortController();
+    state.stream = ctrl;
+    let res;
+    try {
+      res = await fetch('/ui/api/events', {
+        credentials: 'omit',
+        cache: 'no-store',
+        headers: { Accept: 'text/event-stream', 'X-Agentnotify-Session': state.session },
+        signal: ctrl.signal,
+      });
+    } catch (_) {
+      return reconnect(ctrl, 'off', 2000);
+    }
+    if (res.status === 401) return signedOut();
+    // Refused for another reason (too many tabs): retry in a while.
+    if (!res.ok || !res.body) return reconnect(ctrl, 'off', 5000);
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, '\n');
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          onFrame(buf.slice(0, end));
+          buf = buf.slice(end + 2);
+        }
+      }
+    } catch (_) {
+      // The connection broke; reconnect below.
+    }
+    // Ended: the broker stopped, the connection broke, or the session ended.
+    reconnect(ctrl, 'connecting', 2000);
+  }
+
+  function onFrame(frame) {
+    let event = 'message';
+    for (const line of frame.split('\n')) {
+      if (line.startsWith('event:')) event = line.slice(6).trim();
+    }
+    if (event === 'ready') {
       setLive('on');
       refresh();
-    });
-    es.addEventListener('interaction', () => refresh());
-    es.addEventListener('error', () => {
-      if (es.readyState === EventSource.CLOSED) {
-        // Refused outright (signed out, or too many tabs): find out which, then retry.
-        setLive('off');
-        api('GET', '/ui/api/interactions').then((r) => {
-          if (r.status !== 401) setTimeout(connect, 5000);
-        });
-      } else {
-        setLive('connecting');
-      }
-    });
+    } else if (event === 'interaction') {
+      refresh();
+    }
+  }
+
+  function reconnect(ctrl, mode, delay) {
+    if (state.signedOut || ctrl.signal.aborted) return;
+    setLive(mode);
+    // The list call tells a signed-out page so (401) before the stream is tried again.
+    refresh();
+    setTimeout(connect, delay);
   }
 
   // ---- tabs ---------------------------------------------------------------------------------
@@ -516,13 +622,56 @@
     }
   }
 
-  function start() {
+  function stored() {
+    try {
+      return sessionStorage.getItem(SESSION_KEY) || '';
+    } catch (_) {
+      return '';
+    }
+  }
+
+  // A one-time link carries its secret in the fragment (#t=…), which the browser never
+  // sends anywhere: it is taken off the address (and history) at once and traded for a
+  // session token. A spent link in a tab that is already signed in just shows the page.
+  async function signIn() {
+    const m = /^#t=([A-Za-z0-9_-]+)$/.exec(location.hash);
+    if (location.hash) history.replaceState(null, '', location.pathname + location.search);
+    if (m) {
+      const r = await api('POST', '/ui/api/session', { link: m[1] });
+      if (r.ok && r.data.session) {
+        state.session = r.data.session;
+        try {
+          sessionStorage.setItem(SESSION_KEY, state.session);
+        } catch (_) {
+          // Storage disabled: the session lasts as long as this page.
+        }
+        return true;
+      }
+      state.session = stored();
+      if (state.session) return true;
+      signedOut(explain(r));
+      return false;
+    }
+    state.session = stored();
+    if (!state.session) signedOut();
+    return Boolean(state.session);
+  }
+
+  async function start() {
+    // A link opened in a tab already showing the page changes only the fragment: start over.
+    window.addEventListener('hashchange', () => {
+      if (location.hash.startsWith('#t=')) location.reload();
+    });
     setupTabs();
     $('notice-close').addEventListener('click', () => ($('notice').hidden = true));
+    if (!(await signIn())) return;
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden) refresh();
     });
     setInterval(tick, 1000);
+    // Anything that resizes the page or a card may move the cards below it.
+    if (window.ResizeObserver) new ResizeObserver(guardMoved).observe(document.body);
+    window.addEventListener('resize', guardMoved);
     refresh();
     connect();
   }
