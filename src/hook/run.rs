@@ -136,8 +136,8 @@ async fn run(
             question,
             suggestions,
         } => {
-            let id = open(&client, &question, deadline, &shared).await?;
-            let record = answered(&client, &id, deadline).await?;
+            let opened = open(&client, &question, deadline, &shared).await?;
+            let record = answered(&client, &opened, deadline).await?;
             match choice_of(&record)? {
                 "allow-once" | "allow" => Ok(Decision::Allow),
                 "deny" => Ok(Decision::Deny),
@@ -157,8 +157,8 @@ async fn run(
                 ids.push(open(&client, q, deadline, &shared).await?);
             }
             let mut answers = Map::new();
-            for (q, id) in questions.iter().zip(&ids) {
-                let record = answered(&client, id, deadline).await?;
+            for (q, opened) in questions.iter().zip(&ids) {
+                let record = answered(&client, opened, deadline).await?;
                 let choice = choice_of(&record)?;
                 let label = q
                     .option_labels
@@ -177,13 +177,38 @@ async fn run(
     }
 }
 
-/// Opens one question and its notification; returns the interaction id.
+/// A question this hook opened: its id, and the digest of exactly what it asked.
+struct OpenQuestion {
+    id: String,
+    digest: String,
+}
+
+impl OpenQuestion {
+    /// A record from the broker is believed only if it is the question this hook opened:
+    /// same id, same digest of what is shown (SPEC §2.1). Anything else falls back.
+    fn check<'a>(&self, record: &'a Value) -> Result<&'a Value, Fallback> {
+        let same = record["id"].as_str() == Some(self.id.as_str())
+            && record["request_digest"].as_str() == Some(self.digest.as_str());
+        if same {
+            Ok(record)
+        } else {
+            tracing::warn!(id = %self.id, "the broker sent a record that is not the question asked");
+            Err(Fallback::BadRecord)
+        }
+    }
+}
+
+/// Opens one question and its notification.
 async fn open(
     client: &Client,
     q: &Question,
     deadline: Instant,
     shared: &Shared,
-) -> Result<String, Fallback> {
+) -> Result<OpenQuestion, Fallback> {
+    // The digest the broker must report: computed here from what this hook asks.
+    let digest = crate::model::InteractionRequest::from_json(&q.request)
+        .map_err(|_| Fallback::BadRecord)?
+        .digest();
     // While the request is in flight its id is unknown: a signal then gives it a moment.
     shared.lock().expect("not poisoned").opening = true;
     // Retried on a dropped connection too. A first attempt that did reach the broker left a
@@ -196,6 +221,9 @@ async fn open(
         .ok_or(Fallback::BadRecord)?
         .to_string();
     shared.lock().expect("not poisoned").ids.push(id.clone());
+    let opened = OpenQuestion { id, digest };
+    opened.check(&record)?;
+    let id = opened.id.clone();
     tracing::info!(id = %id, "question open");
     // Posted alongside the first wait, not before it: the owner lease counts from the
     // question's creation, so the wait must start as soon as possible.
@@ -208,11 +236,16 @@ async fn open(
             tracing::warn!(error = %e, "notification not posted");
         }
     });
-    Ok(id)
+    Ok(opened)
 }
 
 /// Waits in slices until answered; any other end, or the budget running out, falls back.
-async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value, Fallback> {
+async fn answered(
+    client: &Client,
+    opened: &OpenQuestion,
+    deadline: Instant,
+) -> Result<Value, Fallback> {
+    let id = opened.id.as_str();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -221,6 +254,7 @@ async fn answered(client: &Client, id: &str, deadline: Instant) -> Result<Value,
         // Rounded up: the budget already ends well before the host's own timeout.
         let slice = (left.as_secs_f64().ceil() as u64).min(WAIT_SLICE_SECS);
         let record = wait_once(client, id, slice).await?;
+        opened.check(&record)?;
         match record["status"].as_str() {
             Some("answered") => return Ok(record),
             Some("pending") => continue,

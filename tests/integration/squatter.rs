@@ -188,3 +188,88 @@ fn over_tcp_the_real_broker_proves_itself_and_serves() {
     let (code, out, err) = run_with_stdin(cmd, b"");
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// A broker that proves the token but then reports another question's answer (a bug, or a
+/// keyed record swapped under the hook): the hook believes only the record it opened — same
+/// id, same digest of what it asked — and otherwise falls back.
+#[test]
+fn a_proven_broker_reporting_another_questions_answer_decides_nothing() {
+    let home = Home::new();
+    let token = "a-token-both-sides-know";
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let secret = agentnotify::secret::Secret::new(token);
+    listener.set_nonblocking(true).unwrap();
+    let answered_elsewhere = Arc::new(Mutex::new(false));
+    let told = Arc::clone(&answered_elsewhere);
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut opened_digest = String::new();
+        while Instant::now() < deadline {
+            let Ok((mut stream, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            let head = read_head(&mut stream);
+            let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            let mut body = vec![0u8; len];
+            let _ = stream.read_exact(&mut body);
+            let reply = if let Some(nonce) = path.strip_prefix("/v1/auth/proof?nonce=") {
+                format!(
+                    r#"{{"proof":"{}"}}"#,
+                    agentnotify::secret::broker_proof(&secret, port, nonce)
+                )
+            } else if path == "/health" {
+                r#"{"status":"ok","api":"v1","version":"0.1.0"}"#.to_string()
+            } else if path == "/v1/interactions/request" {
+                // The question exactly as asked: the right digest.
+                let asked: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                opened_digest = agentnotify::model::InteractionRequest::from_json(&asked)
+                    .unwrap()
+                    .digest();
+                format!(
+                    r#"{{"id":"11111111111111111111111111111111","status":"pending","request_digest":"{opened_digest}"}}"#
+                )
+            } else if path.contains("/wait") {
+                *told.lock().unwrap() = true;
+                // Another question's record, answered "allow".
+                format!(
+                    r#"{{"id":"22222222222222222222222222222222","status":"answered","request_digest":"{opened_digest}","response":{{"choice_id":"allow-once"}}}}"#
+                )
+            } else {
+                "{}".to_string()
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    let (code, out) = hook(
+        &home,
+        &[
+            ("AGENTNOTIFY_URL", url.as_str()),
+            ("AGENTNOTIFY_TOKEN", token),
+        ],
+    );
+    assert!(
+        *answered_elsewhere.lock().unwrap(),
+        "the hook got as far as waiting"
+    );
+    assert_eq!(
+        (code, out.as_str()),
+        (0, ""),
+        "the hook believed another question's answer"
+    );
+}
