@@ -11,6 +11,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod private;
 mod relay;
 mod reliability;
 mod support;
