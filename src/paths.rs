@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::fsutil::{check_private, Private};
+
 /// Errors finding or creating agentnotify's folders.
 #[derive(Debug, thiserror::Error)]
 pub enum PathsError {
@@ -17,7 +19,25 @@ pub enum PathsError {
         #[source]
         source: std::io::Error,
     },
+    /// A folder or file someone else owns or may change (see [`Paths::check`]).
+    #[error(transparent)]
+    Unsafe(#[from] crate::fsutil::Unsafe),
 }
+
+/// Files of ours beside the folders, and how private each must be. (The relay's key files
+/// are named in `src/relay/config.rs` too.)
+const FILES: &[(&str, Private)] = &[
+    ("token", Private::Secret),
+    ("relay_secrets.json", Private::Secret),
+    ("relay_installation.key", Private::Secret),
+    ("config.toml", Private::File),
+    ("relay_response_cursors.json", Private::File),
+];
+const STATE_FILES: &[(&str, Private)] = &[
+    ("broker.json", Private::File),
+    ("broker.lock", Private::File),
+    ("spawn.lock", Private::File),
+];
 
 /// The three folders agentnotify uses; every file path is derived from them.
 #[derive(Debug, Clone)]
@@ -60,8 +80,10 @@ impl Paths {
         }
     }
 
-    /// Creates the folders (0700 on Unix) if they are missing.
+    /// [`Paths::check`]s the folders, then creates (0700 on Unix) those that are missing:
+    /// nothing is added to a folder that is refused.
     pub fn ensure_dirs(&self) -> Result<(), PathsError> {
+        self.check()?;
         for dir in [
             &self.config_dir,
             &self.data_dir,
@@ -69,6 +91,28 @@ impl Paths {
             &self.logs_dir(),
         ] {
             create_private_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses, like ssh refuses a loose `~/.ssh`, any folder or file of ours that another
+    /// user owns or may write (and any secret another may read): a planted `token` would
+    /// become the bearer token, a shared folder lets anyone swap files in. Missing ones pass.
+    pub fn check(&self) -> Result<(), PathsError> {
+        for dir in [
+            &self.config_dir,
+            &self.data_dir,
+            &self.state_dir,
+            &self.logs_dir(),
+            &self.store_dir(),
+        ] {
+            check_private(dir, Private::Dir)?;
+        }
+        for (name, want) in FILES {
+            check_private(&self.config_dir.join(name), *want)?;
+        }
+        for (name, want) in STATE_FILES {
+            check_private(&self.state_dir.join(name), *want)?;
         }
         Ok(())
     }

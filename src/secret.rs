@@ -39,14 +39,16 @@ pub fn load_or_create_token(path: &Path) -> std::io::Result<Secret> {
     read_token(path)?.ok_or_else(|| std::io::Error::other("token file is empty"))
 }
 
-/// Reads an existing token; `None` when the file does not exist.
+/// Reads an existing token; `None` when the file does not exist. A token another user
+/// owns, or may read or change, is refused: it could be planted or already known.
 pub fn read_token(path: &Path) -> std::io::Result<Option<Secret>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if !text.trim().is_empty() => Ok(Some(Secret::new(text.trim()))),
-        Ok(_) => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    use std::io::Read;
+    let Some(mut file) = crate::fsutil::open_checked(path, crate::fsutil::Private::Secret)? else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok((!text.trim().is_empty()).then(|| Secret::new(text.trim())))
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ impl ExitStatus for CliError {
 
 /// Runs the program; returns the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
+    // Everything `agentnotify` creates (the store, logs, broker.json, secrets) is private.
+    crate::fsutil::make_new_files_private();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),

@@ -21,6 +21,8 @@ pub async fn attach(paths: &Paths) -> Result<Option<Client>> {
     if let Some(client) = Client::from_env_override() {
         return Ok(Some(client));
     }
+    // Nothing is read from a folder or file someone else could have planted.
+    paths.check()?;
     let Some((client, info)) = from_files(paths) else {
         return Ok(None);
     };

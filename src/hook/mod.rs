@@ -42,6 +42,7 @@ pub struct HookArgs {
 /// Runs the bridge and exits the process with status 0, whatever happens.
 pub fn main(args: Vec<OsString>) -> ! {
     signals::exit_quietly_on_host_signals();
+    crate::fsutil::make_new_files_private();
     std::panic::set_hook(Box::new(|info| {
         tracing::error!(panic = %info, "hook panicked; staying silent");
     }));

@@ -53,7 +53,13 @@ fn a_broker_speaking_another_api_is_not_used() {
     });
     let info = json!({"pid": 999_998, "port": port, "url": format!("http://127.0.0.1:{port}"), "version": "9.0.0", "api": "v9", "started_at": "2026-01-01T00:00:00Z"});
     std::fs::write(home.path().join("broker.json"), info.to_string()).unwrap();
-    std::fs::write(home.path().join("token"), "t").unwrap();
+    let token = home.path().join("token");
+    std::fs::write(&token, "t").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // A token others may read is refused; this one is private, like a real one.
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let out = cli(&home, &["interactions", "list"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
