@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("fsutil", &[]),
     ("exit", &[]),
-    ("paths", &[]),
+    ("paths", &["fsutil"]),
     ("config", &[]),
     ("secret", &["fsutil"]),
-    ("logging", &["paths", "fsutil"]),
+    ("logging", &["paths", "fsutil", "model"]),
     ("endpoint", &["paths", "fsutil"]),
     ("store", &["model"]),
     ("broker", &["model", "store"]),
