@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
-use super::decision::Decision;
+use super::decision::{Decision, Event};
 use super::payload::{self, Host, Plan, Question};
 use super::transcript;
 use crate::client::{self, Client, ClientError};
@@ -52,12 +52,18 @@ struct Opened {
 type Shared = Arc<Mutex<Opened>>;
 
 /// Asks the question(s) for one host payload; `None` means "print nothing".
-pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
+pub fn ask(host: Host, event: Event, budget: Duration, stdin: &[u8]) -> Option<Decision> {
     let started = std::time::Instant::now();
     let payload: Value = serde_json::from_slice(stdin).ok()?;
     let ttl = (budget.as_secs() + 30).clamp(30, 3600);
     let paths = Paths::from_env().ok()?;
     let _log = crate::logging::init_blocking(&paths, "hook", "info");
+    if event == Event::PreToolUse && !pre_tool_use_asks(&payload) {
+        tracing::info!(
+            "PreToolUse outside its case; the PermissionRequest path or the host decides"
+        );
+        return None;
+    }
     let plan = match payload::plan(host, &payload, ttl) {
         Ok(p) => p,
         Err(e) => {
@@ -121,6 +127,16 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
             }
         }
     })
+}
+
+/// The PreToolUse path asks only for AskUserQuestion in a permission mode other than
+/// `default`: there Claude offers the question to no PermissionRequest hook, while in
+/// `default` mode that path asks (never both). A payload without a mode stays silent.
+fn pre_tool_use_asks(payload: &Value) -> bool {
+    payload["tool_name"] == "AskUserQuestion"
+        && payload["permission_mode"]
+            .as_str()
+            .is_some_and(|m| m != "default")
 }
 
 async fn run(

@@ -440,3 +440,67 @@ async fn cli_text_output_never_carries_a_raw_control_or_bidi_character() {
         .await;
     assert_eq!(v["prompt"], "Open https://p\u{0430}ypal.com?");
 }
+
+#[tokio::test]
+async fn ask_user_question_pre_tool_use_asks_outside_default_mode_and_stays_silent_in_it() {
+    let home = Home::new();
+    let _d = Daemon::start(&home, &[]);
+    let api = home.api();
+    let input = json!({"questions": [{"question": "Which color?", "header": "Color",
+        "multiSelect": false, "options": [{"label": "Red"}, {"label": "Blue"}]}]});
+    let payload = |session: &str, mode: Option<&str>| {
+        let mut p: Value =
+            serde_json::from_str(&claude_call(session, "AskUserQuestion", input.clone())).unwrap();
+        p["hook_event_name"] = json!("PreToolUse");
+        match mode {
+            Some(m) => p["permission_mode"] = json!(m),
+            None => {
+                p.as_object_mut().unwrap().remove("permission_mode");
+            }
+        }
+        p.to_string()
+    };
+    let pre_tool_use = |p: &str| {
+        let mut c = home.cmd(HOOK);
+        c.args(["claude", "pre-tool-use"]);
+        run_with_stdin(c, p.as_bytes())
+    };
+    // Default mode (and a payload without a mode): the PermissionRequest path asks.
+    for (session, mode) in [("pre-d", Some("default")), ("pre-n", None)] {
+        assert_eq!(pre_tool_use(&payload(session, mode)).0, 0);
+    }
+    // A tool other than AskUserQuestion is never this path's business.
+    let bash = claude_call("pre-b", "Bash", json!({"command": "ls"}))
+        .replace("\"default\"", "\"bypassPermissions\"");
+    let (code, out, _) = pre_tool_use(&bash);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let (_, all) = api.get("/v1/interactions?limit=500").await;
+    assert_eq!(
+        all["interactions"],
+        json!([]),
+        "silent paths opened nothing"
+    );
+    // Another mode: asked remotely, answered in PreToolUse's own shape.
+    let mut cmd = home.cmd(HOOK);
+    cmd.args(["claude", "pre-tool-use"]);
+    let hook = {
+        let p = payload("pre-p", Some("plan"));
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(p.as_bytes()).unwrap();
+        child
+    };
+    let q = pending_for(&api, "pre-p", 1).await.remove(0);
+    api.respond(&q, Api::answer(&q, "r", "option-2")).await;
+    let out = hook.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let mut want = input.clone();
+    want["answers"] = json!({"Which color?": "Blue"});
+    let want = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "allow", "updatedInput": want}});
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{want}\n"));
+}
