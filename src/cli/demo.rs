@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::CliError;
 use crate::client;
+use crate::model::render::render_visible;
 use crate::paths::Paths;
 
 const SAMPLE: &str = include_str!("../../hooks/fixtures/claude-bash.json");
@@ -49,8 +50,14 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
     let digest = question["request_digest"].as_str().unwrap_or_default();
     let nonce = question["nonce"].as_str().unwrap_or_default();
     println!("\nThe agent asks (interaction {id}):\n");
-    for line in question["prompt"].as_str().unwrap_or("").lines() {
+    for line in render_visible(question["prompt"].as_str().unwrap_or("")).lines() {
         println!("    {line}");
+    }
+    if let Some(body) = question["body"].as_str() {
+        println!();
+        for line in render_visible(body).lines() {
+            println!("    │ {line}");
+        }
     }
     println!("\nAnswer it from another terminal with one of:\n");
     for choice in question["choices"].as_array().into_iter().flatten() {

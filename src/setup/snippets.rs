@@ -9,7 +9,7 @@ use toml_edit::{DocumentMut, Item};
 
 use super::command::HookCommand;
 use super::host::Host;
-use super::json_config::EVENT;
+use super::json_config::{Slot, ASK_PRE_TOOL_USE, PERMISSION};
 
 const CLAUDE_SETTINGS: &str = include_str!("../../harness/claude/settings.json");
 const CODEX_HOOKS: &str = include_str!("../../harness/codex/hooks.json");
@@ -26,16 +26,26 @@ fn hook_file(host: Host) -> &'static str {
 /// Our `PermissionRequest` group for `cmd.host`, placeholders filled: what install merges
 /// into the host's hook file. Its one handler is ours.
 pub fn hook_group(cmd: &HookCommand) -> Value {
+    hook_group_at(cmd, &PERMISSION)
+}
+
+/// Our group for another slot of the host's hook file (Claude's `PreToolUse` for
+/// AskUserQuestion), placeholders filled.
+pub fn hook_group_at(cmd: &HookCommand, slot: &Slot) -> Value {
     let mut file: Value =
         serde_json::from_str(hook_file(cmd.host)).expect("the harness snippets are valid JSON");
     fill_json(
         &mut file,
         &[
             ("command", cmd.command_line().into()),
+            (
+                "pre_tool_use_command",
+                cmd.command_line_for(ASK_PRE_TOOL_USE.action).into(),
+            ),
             ("timeout", cmd.handler_timeout_secs().into()),
         ],
     );
-    file["hooks"][EVENT][0].take()
+    file["hooks"][slot.event][0].take()
 }
 
 /// The fields of the Codex trust entry (`[hooks.state."{{key}}"]`) recording `hash`.

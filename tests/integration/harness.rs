@@ -182,6 +182,11 @@ fn hook_snippet(snippet: &str, command: &str, timeout: u64) -> String {
         snippet,
         &[
             ("command", serde_json::to_string(command).unwrap()),
+            (
+                "pre_tool_use_command",
+                serde_json::to_string(&command.replace(" ask-permission ", " pre-tool-use "))
+                    .unwrap(),
+            ),
             ("timeout", timeout.to_string()),
         ],
     )
@@ -288,12 +293,17 @@ fn unrelated_keys_other_hooks_and_order_survive() {
         "other tool's group first, untouched"
     );
     assert_eq!(groups[1]["matcher"], "*");
-    // Everything but our group is exactly the original.
+    let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(
+        pre[0], original["hooks"]["PreToolUse"][0],
+        "theirs first, untouched"
+    );
+    assert_eq!(pre[1]["matcher"], "AskUserQuestion");
+    // Everything but our groups is exactly the original.
     let mut without_ours = doc.clone();
-    without_ours["hooks"]["PermissionRequest"]
-        .as_array_mut()
-        .unwrap()
-        .pop();
+    for event in ["PermissionRequest", "PreToolUse"] {
+        without_ours["hooks"][event].as_array_mut().unwrap().pop();
+    }
     assert_eq!(without_ours, original);
 }
 

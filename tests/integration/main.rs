@@ -18,3 +18,4 @@ mod reliability;
 mod squatter;
 mod support;
 mod ui;
+mod what_runs;
