@@ -10,11 +10,14 @@ use std::process::{Command, Output};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::support::Home;
+
 const BIN: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
 
-/// A throw-away home with its own Codex home, agentnotify folder, PATH and cwd.
+/// The suite's temp home ([`Home`]) with a Codex home, a PATH and a cwd of its own, for
+/// commands run with nothing else of the caller's environment.
 struct Sandbox {
-    _dir: tempfile::TempDir,
+    _home: Home,
     root: PathBuf,
     home: PathBuf,
     codex_home: PathBuf,
@@ -26,9 +29,9 @@ struct Sandbox {
 
 impl Sandbox {
     fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
+        let base = Home::new();
         // Canonical, so paths we expect match what the binary computes.
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = std::fs::canonicalize(base.path()).unwrap();
         let home = root.join("home");
         let codex_home = root.join("codex-home");
         let agentnotify_home = root.join("agentnotify");
@@ -41,7 +44,7 @@ impl Sandbox {
         std::fs::write(&exe, "#!/bin/sh\nexit 0\n").unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         Sandbox {
-            _dir: dir,
+            _home: base,
             cwd: home.clone(),
             root,
             home,
@@ -178,18 +181,19 @@ fn filled(snippet: &str, values: &[(&str, String)]) -> String {
 
 /// The host's hook file snippet for our command, as a fresh install writes it.
 fn hook_snippet(snippet: &str, command: &str, timeout: u64) -> String {
-    filled(
-        snippet,
-        &[
-            ("command", serde_json::to_string(command).unwrap()),
-            (
-                "pre_tool_use_command",
-                serde_json::to_string(&command.replace(" ask-permission ", " pre-tool-use "))
-                    .unwrap(),
-            ),
-            ("timeout", timeout.to_string()),
-        ],
-    )
+    let mut values = vec![
+        ("command", serde_json::to_string(command).unwrap()),
+        ("timeout", timeout.to_string()),
+    ];
+    // Claude's snippet also holds the PreToolUse handler for AskUserQuestion.
+    if snippet.contains("{{pre_tool_use_command}}") {
+        let pre_tool_use = command.replace(" ask-permission ", " pre-tool-use ");
+        values.push((
+            "pre_tool_use_command",
+            serde_json::to_string(&pre_tool_use).unwrap(),
+        ));
+    }
+    filled(snippet, &values)
 }
 
 const CLAUDE_SNIPPET: &str = include_str!("../../harness/claude/settings.json");
