@@ -17,7 +17,7 @@ use crate::model::interaction::AnswerRefusal;
 pub type ResBody = BoxBody<Bytes, Infallible>;
 
 /// Request bodies larger than this are refused with 413 (SPEC §4.1).
-pub const MAX_BODY: usize = 64 * 1024;
+pub const MAX_BODY: usize = 128 * 1024;
 
 /// An error reply: `{"error": "<message>", "code": "<code>"}`.
 #[derive(Debug)]

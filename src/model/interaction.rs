@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::digest::{request_digest, DigestInput};
+use super::digest::{request_digest, DigestInput, DIGEST_VERSION};
 use super::fields::{invalid, is_token_id, Fields, Invalid};
 use super::time::Timestamp;
 
@@ -13,6 +13,8 @@ use super::time::Timestamp;
 pub enum Kind {
     Permission,
     SingleChoice,
+    /// Several choices at once, within `min_selections..=max_selections` (SPEC §13.3).
+    MultiChoice,
     Text,
 }
 
@@ -21,13 +23,19 @@ impl Kind {
         match self {
             Kind::Permission => "permission",
             Kind::SingleChoice => "single_choice",
+            Kind::MultiChoice => "multi_choice",
             Kind::Text => "text",
         }
+    }
+    /// Kinds answered by choosing among `choices`.
+    pub fn has_choices(self) -> bool {
+        self != Kind::Text
     }
     pub fn parse(s: &str) -> Option<Kind> {
         match s {
             "permission" => Some(Kind::Permission),
             "single_choice" => Some(Kind::SingleChoice),
+            "multi_choice" => Some(Kind::MultiChoice),
             "text" => Some(Kind::Text),
             _ => None,
         }
@@ -95,6 +103,10 @@ pub struct Response {
     pub response_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice_id: Option<String>,
+    /// The chosen ids of a `multi_choice`, in the order given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice_ids: Option<Vec<String>>,
+    /// A `text` answer, or the "Other" text of a choice kind with `allow_other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     pub source: String,
@@ -116,10 +128,27 @@ pub struct Interaction {
     pub native_request_id: Option<String>,
     pub kind: Kind,
     pub prompt: String,
+    /// What actually runs, shown whole under the prompt (SPEC §13.1); exact, never trimmed.
+    #[serde(default)]
+    pub body: Option<String>,
     pub choices: Vec<Choice>,
     pub text_max_length: Option<u32>,
+    /// `multi_choice` only: how many choices an answer takes.
+    #[serde(default)]
+    pub min_selections: Option<u32>,
+    #[serde(default)]
+    pub max_selections: Option<u32>,
+    /// Choice kinds: an "Other" text is accepted too, up to `other_max_length`.
+    #[serde(default)]
+    pub allow_other: bool,
+    #[serde(default)]
+    pub other_max_length: Option<u32>,
     pub status: Status,
     pub request_digest: String,
+    /// Which digest encoding `request_digest` uses: 1 (SPEC §2.1, records made before
+    /// §13.4) or 2. Answers are compared with the stored digest, so both stay answerable.
+    #[serde(default = "digest_v1")]
+    pub digest_version: u8,
     pub nonce: String,
     /// Whether an owner lease keeps this question alive (SPEC §3.1).
     #[serde(default)]
@@ -131,10 +160,27 @@ pub struct Interaction {
     pub response: Option<Response>,
 }
 
+fn digest_v1() -> u8 {
+    1
+}
+
 pub const TTL_MIN: i64 = 30;
 pub const TTL_MAX: i64 = 3600;
 pub const TTL_DEFAULT: i64 = 600;
 pub const TEXT_MAX_DEFAULT: u32 = 500;
+/// Longest `prompt`, in characters (after trimming).
+pub const PROMPT_MAX: usize = 2000;
+/// Longest `body`, in characters (SPEC §13.1).
+pub const BODY_MAX: usize = 16_384;
+/// Fewest and most `choices` of a choice kind.
+pub const CHOICES_MIN: usize = 2;
+pub const CHOICES_MAX: usize = 12;
+/// Largest `text_max_length` and `other_max_length`.
+pub const TEXT_MAX_LIMIT: u32 = 2000;
+/// `other_max_length` when `allow_other` is set without one.
+pub const OTHER_MAX_DEFAULT: u32 = 500;
+/// Most entries a `choice_ids` answer may carry before it is refused as malformed.
+pub const CHOICE_IDS_MAX: usize = 64;
 
 /// A validated, normalised `POST /v1/interactions/request` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,20 +194,26 @@ pub struct InteractionRequest {
     pub native_request_id: Option<String>,
     pub kind: Kind,
     pub prompt: String,
+    pub body: Option<String>,
     pub choices: Vec<Choice>,
     pub text_max_length: Option<u32>,
+    pub min_selections: Option<u32>,
+    pub max_selections: Option<u32>,
+    pub allow_other: bool,
+    pub other_max_length: Option<u32>,
     pub ttl_seconds: u32,
     pub owner_lease: bool,
 }
 
 impl InteractionRequest {
-    /// Validates and normalises a request body (SPEC §2, §4.4).
+    /// Validates and normalises a request body (SPEC §2, §4.4, §13).
     pub fn from_json(body: &Value) -> Result<InteractionRequest, Invalid> {
         let f = Fields::of(body)?;
         let kind = match f.raw("kind") {
             None => Kind::Permission,
-            Some(Value::String(s)) => Kind::parse(s.trim())
-                .ok_or_else(|| invalid("kind must be one of permission, single_choice, text"))?,
+            Some(Value::String(s)) => Kind::parse(s.trim()).ok_or_else(|| {
+                invalid("kind must be one of permission, single_choice, multi_choice, text")
+            })?,
             Some(_) => return Err(invalid("kind must be a string")),
         };
         let prompt = match f.raw("prompt") {
@@ -170,13 +222,26 @@ impl InteractionRequest {
             None => String::new(),
         };
         let n = prompt.chars().count();
-        if n == 0 || n > 2000 {
-            return Err(invalid("prompt must be 1-2000 characters"));
+        if n == 0 || n > PROMPT_MAX {
+            return Err(invalid(format!("prompt must be 1-{PROMPT_MAX} characters")));
         }
+        // Exact: what runs is shown as it is. Empty counts as absent.
+        let body_text = f
+            .opt_exact_str("body", 0, BODY_MAX)
+            .map_err(|_| {
+                invalid(format!(
+                    "body must be a string of at most {BODY_MAX} characters"
+                ))
+            })?
+            .filter(|b| !b.is_empty());
         let mut choices = parse_choices(f.raw("choices"))?;
         let mut text_max_length = None;
-        // Checked for every kind, used only by `text`.
-        let text_max = f.opt_int("text_max_length", 1, 2000)?;
+        // Checked for every kind, used only by the kinds they belong to.
+        let text_max = f.opt_int("text_max_length", 1, TEXT_MAX_LIMIT.into())?;
+        let min_sel = f.opt_int("min_selections", 1, CHOICES_MAX as i64 + 1)?;
+        let max_sel = f.opt_int("max_selections", 1, CHOICES_MAX as i64 + 1)?;
+        let other = f.opt_bool("allow_other")?.unwrap_or(false);
+        let other_max = f.opt_int("other_max_length", 1, TEXT_MAX_LIMIT.into())?;
         match kind {
             Kind::Text => {
                 if !choices.is_empty() {
@@ -191,13 +256,21 @@ impl InteractionRequest {
                 ];
             }
             _ => {
-                if !(2..=12).contains(&choices.len()) {
-                    return Err(invalid(
-                        "choices must contain 2 to 12 entries for this kind",
-                    ));
+                if !(CHOICES_MIN..=CHOICES_MAX).contains(&choices.len()) {
+                    return Err(invalid(format!(
+                        "choices must contain {CHOICES_MIN} to {CHOICES_MAX} entries for this kind"
+                    )));
                 }
             }
         }
+        let allow_other = other && matches!(kind, Kind::SingleChoice | Kind::MultiChoice);
+        let (min_selections, max_selections) = match kind {
+            Kind::MultiChoice => {
+                let (min, max) = selection_bounds(choices.len(), allow_other, min_sel, max_sel)?;
+                (Some(min), Some(max))
+            }
+            _ => (None, None),
+        };
         let ttl = f
             .opt_clamped_int("ttl_seconds", TTL_MIN, TTL_MAX)?
             .unwrap_or(TTL_DEFAULT);
@@ -211,14 +284,20 @@ impl InteractionRequest {
             native_request_id: f.opt_str("native_request_id", 200)?,
             kind,
             prompt,
+            body: body_text,
             choices,
             text_max_length,
+            min_selections,
+            max_selections,
+            allow_other,
+            other_max_length: allow_other
+                .then(|| other_max.map(|n| n as u32).unwrap_or(OTHER_MAX_DEFAULT)),
             ttl_seconds: ttl as u32,
             owner_lease: f.opt_bool("owner_lease")?.unwrap_or(false),
         })
     }
 
-    /// The digest this request's question would carry.
+    /// The digest (v2) this request's question would carry.
     pub fn digest(&self) -> String {
         request_digest(&DigestInput {
             kind: self.kind,
@@ -226,8 +305,11 @@ impl InteractionRequest {
             project: self.project.as_deref(),
             session_id: self.session_id.as_deref(),
             prompt: &self.prompt,
+            body: self.body.as_deref(),
             choices: &self.choices,
             text_max_length: self.text_max_length,
+            selections: self.min_selections.zip(self.max_selections),
+            other_max_length: self.other_max_length,
         })
     }
 
@@ -245,10 +327,16 @@ impl InteractionRequest {
             native_request_id: self.native_request_id,
             kind: self.kind,
             prompt: self.prompt,
+            body: self.body,
             choices: self.choices,
             text_max_length: self.text_max_length,
+            min_selections: self.min_selections,
+            max_selections: self.max_selections,
+            allow_other: self.allow_other,
+            other_max_length: self.other_max_length,
             status: Status::Pending,
             request_digest,
+            digest_version: DIGEST_VERSION,
             nonce: crate::secret::random_b64url(24),
             owner_lease: self.owner_lease,
             created_at: now,
@@ -260,16 +348,40 @@ impl InteractionRequest {
     }
 }
 
+/// `1 <= min <= max <= choices` (one more with "Other", which counts as a selection).
+/// Defaults: at least one, at most all.
+fn selection_bounds(
+    choices: usize,
+    allow_other: bool,
+    min: Option<i64>,
+    max: Option<i64>,
+) -> Result<(u32, u32), Invalid> {
+    let most = (choices + usize::from(allow_other)) as i64;
+    let min = min.unwrap_or(1);
+    let max = max.unwrap_or(most);
+    if min > most {
+        return Err(invalid(format!(
+            "min_selections must be between 1 and {most} for these choices"
+        )));
+    }
+    if max < min || max > most {
+        return Err(invalid(format!(
+            "max_selections must be between min_selections ({min}) and {most} for these choices"
+        )));
+    }
+    Ok((min as u32, max as u32))
+}
+
 fn parse_choices(raw: Option<&Value>) -> Result<Vec<Choice>, Invalid> {
     let items = match raw {
         None => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
         Some(_) => return Err(invalid("choices must be an array")),
     };
-    if items.len() > 12 {
-        return Err(invalid(
-            "choices must contain 2 to 12 entries for this kind",
-        ));
+    if items.len() > CHOICES_MAX {
+        return Err(invalid(format!(
+            "choices must contain {CHOICES_MIN} to {CHOICES_MAX} entries for this kind"
+        )));
     }
     let mut out: Vec<Choice> = Vec::with_capacity(items.len());
     for item in items {
@@ -300,6 +412,7 @@ pub struct AnswerSubmission {
     pub request_digest: Option<String>,
     pub nonce: Option<String>,
     pub choice_id: Option<String>,
+    pub choice_ids: Option<Vec<String>>,
     pub text: Option<String>,
     pub source: String,
     pub device_id: Option<String>,
@@ -321,11 +434,35 @@ impl AnswerSubmission {
             request_digest: f.opt_exact_str("request_digest", 0, 128)?,
             nonce: f.opt_exact_str("nonce", 0, 128)?,
             choice_id: f.opt_exact_str("choice_id", 0, 128)?,
+            choice_ids: choice_ids(f.raw("choice_ids"))?,
             text: f.opt_exact_str("text", 0, 100_000)?,
             source,
             device_id: f.opt_exact_str("device_id", 1, 128)?,
         })
     }
+}
+
+/// Rule 0 for `choice_ids`: an array of short strings. Whether they are offered, unique
+/// and within the bounds is rule 5's business (`invalid_answer`).
+fn choice_ids(raw: Option<&Value>) -> Result<Option<Vec<String>>, Invalid> {
+    let malformed = || {
+        invalid(format!(
+            "choice_ids must be an array of at most {CHOICE_IDS_MAX} strings of 1-128 characters"
+        ))
+    };
+    let Some(raw) = raw else { return Ok(None) };
+    let items = raw.as_array().ok_or_else(malformed)?;
+    if items.len() > CHOICE_IDS_MAX {
+        return Err(malformed());
+    }
+    items
+        .iter()
+        .map(|v| match v.as_str() {
+            Some(s) if (1..=128).contains(&s.chars().count()) => Ok(s.to_string()),
+            _ => Err(malformed()),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// Why an answer was refused (SPEC §3.3, rules 1–5).
@@ -389,6 +526,7 @@ impl Interaction {
         Verdict::Accept(Response {
             response_id: sub.response_id.clone(),
             choice_id: sub.choice_id.clone(),
+            choice_ids: sub.choice_ids.clone(),
             text: sub.text.clone(),
             source: sub.source.clone(),
             device_id: sub.device_id.clone(),
@@ -396,30 +534,264 @@ impl Interaction {
         })
     }
 
+    /// Rule 5 (SPEC §3.3, §13.3): exactly one of `choice_id` / `choice_ids` / `text`, the one
+    /// the kind takes; an "Other" text may stand instead of a choice (or, on a multi_choice,
+    /// beside `choice_ids`, counting as one selection) when the question allows it.
     fn check_shape(&self, sub: &AnswerSubmission) -> Result<(), String> {
-        match (&sub.choice_id, &sub.text, self.kind) {
-            (Some(_), Some(_), _) => Err("give exactly one of choice_id or text, not both".into()),
-            (None, None, _) => Err("give exactly one of choice_id or text".into()),
-            (Some(_), None, Kind::Text) => Err("this question takes text, not a choice_id".into()),
-            (None, Some(_), Kind::Permission | Kind::SingleChoice) => {
-                Err("this question takes a choice_id, not text".into())
-            }
-            (Some(c), None, _) => {
-                if self.choices.iter().any(|x| &x.id == c) {
-                    Ok(())
-                } else {
-                    Err("choice_id is not one of the offered choices".into())
+        let other = self.allow_other && self.kind.has_choices();
+        match self.kind {
+            Kind::Text => {
+                if sub.choice_id.is_some() || sub.choice_ids.is_some() {
+                    return Err("this question takes text, not a choice".into());
+                }
+                let max = self.text_max_length.unwrap_or(TEXT_MAX_DEFAULT);
+                match &sub.text {
+                    None => Err("give exactly one of choice_id or text".into()),
+                    Some(t) => check_text("text", t, max),
                 }
             }
-            (None, Some(t), _) => {
-                let max = self.text_max_length.unwrap_or(TEXT_MAX_DEFAULT) as usize;
-                let n = t.chars().count();
-                if n == 0 || n > max {
-                    Err(format!("text must be 1-{max} characters"))
-                } else {
-                    Ok(())
+            Kind::Permission | Kind::SingleChoice => {
+                if sub.choice_ids.is_some() {
+                    return Err("this question takes one choice_id, not choice_ids".into());
                 }
+                match (&sub.choice_id, &sub.text) {
+                    (Some(_), Some(_)) => {
+                        Err("give exactly one of choice_id or text, not both".into())
+                    }
+                    (None, None) => Err("give exactly one of choice_id or text".into()),
+                    (Some(c), None) => self.check_offered(std::slice::from_ref(c)),
+                    (None, Some(t)) if other => check_text("text", t, self.other_limit()),
+                    (None, Some(_)) => Err("this question takes a choice_id, not text".into()),
+                }
+            }
+            Kind::MultiChoice => {
+                if sub.choice_id.is_some() {
+                    return Err("this question takes choice_ids, not choice_id".into());
+                }
+                if sub.text.is_some() && !other {
+                    return Err("this question takes choice_ids, not text".into());
+                }
+                if sub.choice_ids.is_none() && sub.text.is_none() {
+                    return Err("give choice_ids".into());
+                }
+                let ids = sub.choice_ids.as_deref().unwrap_or(&[]);
+                self.check_offered(ids)?;
+                for (n, id) in ids.iter().enumerate() {
+                    if ids[..n].contains(id) {
+                        return Err("choice_ids must be unique".into());
+                    }
+                }
+                if let Some(t) = &sub.text {
+                    check_text("text", t, self.other_limit())?;
+                }
+                let count = ids.len() + usize::from(sub.text.is_some());
+                let min = self.min_selections.unwrap_or(1) as usize;
+                let max = self
+                    .max_selections
+                    .map_or(self.choices.len(), |m| m as usize);
+                if count < min || count > max {
+                    let other_note = if other {
+                        " (an Other text counts as one)"
+                    } else {
+                        ""
+                    };
+                    return Err(format!(
+                        "choice_ids must name {min} to {max} choices{other_note}"
+                    ));
+                }
+                Ok(())
             }
         }
+    }
+
+    fn other_limit(&self) -> u32 {
+        self.other_max_length.unwrap_or(OTHER_MAX_DEFAULT)
+    }
+
+    fn check_offered(&self, ids: &[String]) -> Result<(), String> {
+        let field = if self.kind == Kind::MultiChoice {
+            "choice_ids names a choice that is not offered"
+        } else {
+            "choice_id is not one of the offered choices"
+        };
+        match ids.iter().all(|c| self.choices.iter().any(|x| &x.id == c)) {
+            true => Ok(()),
+            false => Err(field.into()),
+        }
+    }
+}
+
+fn check_text(field: &str, t: &str, max: u32) -> Result<(), String> {
+    let n = t.chars().count();
+    if n == 0 || n > max as usize {
+        Err(format!("{field} must be 1-{max} characters"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ask(body: Value) -> Interaction {
+        InteractionRequest::from_json(&body)
+            .unwrap()
+            .into_interaction(Timestamp::now())
+    }
+
+    fn answer(i: &Interaction, extra: Value) -> Verdict {
+        let mut body = json!({
+            "response_id": "r1", "request_digest": i.request_digest, "nonce": i.nonce,
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        i.judge(
+            &AnswerSubmission::from_json(&body).unwrap(),
+            Timestamp::now(),
+        )
+    }
+
+    fn refused(v: Verdict) -> String {
+        match v {
+            Verdict::Refuse(AnswerRefusal::InvalidAnswer(why)) => why,
+            other => panic!("not refused as invalid_answer: {other:?}"),
+        }
+    }
+
+    fn three() -> Value {
+        json!([{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "c", "label": "C"}])
+    }
+
+    #[test]
+    fn multi_choice_answers_stay_within_the_offered_ids_and_bounds() {
+        let i = ask(
+            json!({"kind": "multi_choice", "prompt": "Pick", "choices": three(),
+                           "min_selections": 1, "max_selections": 2}),
+        );
+        assert!(
+            matches!(answer(&i, json!({"choice_ids": ["a", "c"]})), Verdict::Accept(r)
+            if r.choice_ids == Some(vec!["a".into(), "c".into()]))
+        );
+        assert!(refused(answer(&i, json!({"choice_ids": ["a", "a"]}))).contains("unique"));
+        assert!(refused(answer(&i, json!({"choice_ids": ["a", "z"]}))).contains("not offered"));
+        assert!(refused(answer(&i, json!({"choice_ids": []}))).contains("1 to 2"));
+        assert!(refused(answer(&i, json!({"choice_ids": ["a", "b", "c"]}))).contains("1 to 2"));
+        assert!(refused(answer(&i, json!({"choice_id": "a"}))).contains("choice_ids"));
+        assert!(refused(answer(&i, json!({"choice_ids": ["a"], "text": "x"}))).contains("text"));
+    }
+
+    #[test]
+    fn other_text_is_taken_only_where_allowed_and_counts_as_a_selection() {
+        let multi = ask(
+            json!({"kind": "multi_choice", "prompt": "Pick", "choices": three(),
+                               "allow_other": true, "other_max_length": 5}),
+        );
+        assert_eq!(multi.max_selections, Some(4));
+        assert!(matches!(
+            answer(
+                &multi,
+                json!({"choice_ids": ["a", "b", "c"], "text": "mine"})
+            ),
+            Verdict::Accept(_)
+        ));
+        assert!(matches!(
+            answer(&multi, json!({"text": "mine"})),
+            Verdict::Accept(_)
+        ));
+        assert!(refused(answer(&multi, json!({"text": "too long"}))).contains("1-5"));
+        let single = ask(
+            json!({"kind": "single_choice", "prompt": "Pick", "choices": three(),
+                                "allow_other": true}),
+        );
+        assert_eq!(single.other_max_length, Some(OTHER_MAX_DEFAULT));
+        assert!(matches!(
+            answer(&single, json!({"text": "mine"})),
+            Verdict::Accept(_)
+        ));
+        assert!(refused(answer(&single, json!({"choice_id": "a", "text": "x"}))).contains("both"));
+        let closed = ask(json!({"kind": "single_choice", "prompt": "Pick", "choices": three()}));
+        assert!(refused(answer(&closed, json!({"text": "mine"}))).contains("not text"));
+        let permission = ask(json!({"prompt": "Run?", "allow_other": true}));
+        assert!(!permission.allow_other && permission.other_max_length.is_none());
+    }
+
+    #[test]
+    fn new_fields_are_checked_with_messages_that_name_them() {
+        let err = |body: Value| InteractionRequest::from_json(&body).unwrap_err().0;
+        let long = "x".repeat(BODY_MAX + 1);
+        assert_eq!(
+            err(json!({"prompt": "Run?", "body": long})),
+            "body must be a string of at most 16384 characters"
+        );
+        assert!(err(json!({"prompt": "Run?", "body": 5})).starts_with("body must be a string"));
+        let multi = |min: i64, max: i64| {
+            err(
+                json!({"kind": "multi_choice", "prompt": "P", "choices": three(),
+                       "min_selections": min, "max_selections": max}),
+            )
+        };
+        assert_eq!(
+            multi(4, 4),
+            "min_selections must be between 1 and 3 for these choices"
+        );
+        assert_eq!(
+            multi(2, 1),
+            "max_selections must be between min_selections (2) and 3 for these choices"
+        );
+        assert_eq!(multi(0, 1), "min_selections must be between 1 and 13");
+        assert_eq!(
+            err(
+                json!({"kind": "single_choice", "prompt": "P", "choices": three(), "allow_other": "yes"})
+            ),
+            "allow_other must be true or false"
+        );
+        assert_eq!(
+            err(
+                json!({"kind": "single_choice", "prompt": "P", "choices": three(), "other_max_length": 0})
+            ),
+            "other_max_length must be between 1 and 2000"
+        );
+        let sub = AnswerSubmission::from_json(&json!({"response_id": "r", "choice_ids": "a"}));
+        assert!(sub
+            .unwrap_err()
+            .0
+            .starts_with("choice_ids must be an array"));
+    }
+
+    #[test]
+    fn the_body_is_kept_exact_and_bound_by_the_digest() {
+        let body = "  rm -rf build\u{202E}\n";
+        let i = ask(json!({"prompt": "Run?", "body": body}));
+        assert_eq!(i.body.as_deref(), Some(body));
+        assert_eq!(i.digest_version, 2);
+        let other = ask(json!({"prompt": "Run?", "body": "rm -rf build"}));
+        assert_ne!(i.request_digest, other.request_digest);
+        assert_eq!(ask(json!({"prompt": "Run?", "body": ""})).body, None);
+    }
+
+    #[test]
+    fn a_record_stored_before_v2_reads_back_and_stays_answerable() {
+        let mut json = serde_json::to_value(ask(json!({"prompt": "Deploy?"}))).unwrap();
+        let map = json.as_object_mut().unwrap();
+        for new in [
+            "body",
+            "min_selections",
+            "max_selections",
+            "allow_other",
+            "other_max_length",
+            "digest_version",
+        ] {
+            map.remove(new);
+        }
+        map.insert("request_digest".into(), json!("0".repeat(64)));
+        let old: Interaction = serde_json::from_value(json).unwrap();
+        assert_eq!(old.digest_version, 1);
+        assert!(matches!(
+            answer(&old, json!({"choice_id": "deny"})),
+            Verdict::Accept(_)
+        ));
     }
 }

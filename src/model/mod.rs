@@ -1,10 +1,12 @@
 //! The data model: interactions, responses and notifications, their validation and the
-//! request digest. Pure: no I/O, no HTTP, no storage.
+//! request digest, and the one rendering of question text for people (`render.rs`).
+//! Pure: no I/O, no HTTP, no storage.
 
 pub mod digest;
 pub mod fields;
 pub mod interaction;
 pub mod notification;
+pub mod render;
 pub mod time;
 
 pub use fields::Invalid;

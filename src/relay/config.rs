@@ -113,7 +113,7 @@ impl Route {
     pub fn carries(&self, question: &Interaction) -> bool {
         let notification_type = match question.kind {
             Kind::Permission => "permission_required",
-            Kind::SingleChoice | Kind::Text => "input_required",
+            Kind::SingleChoice | Kind::MultiChoice | Kind::Text => "input_required",
         };
         self.enabled
             && self.include_message

@@ -31,8 +31,19 @@ pub struct QuestionView {
     pub session_id: Option<String>,
     pub kind: Kind,
     pub prompt: String,
+    /// What runs, whole (SPEC §13.1); absent from payloads sealed before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
     pub choices: Vec<Choice>,
     pub text_max_length: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_selections: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_selections: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_other: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_max_length: Option<u32>,
     pub request_digest: String,
     pub nonce: String,
     pub created_at: String,
@@ -60,8 +71,13 @@ impl QuestionPayload {
                 session_id: i.session_id.clone(),
                 kind: i.kind,
                 prompt: i.prompt.clone(),
+                body: i.body.clone(),
                 choices: i.choices.clone(),
                 text_max_length: i.text_max_length,
+                min_selections: i.min_selections,
+                max_selections: i.max_selections,
+                allow_other: i.allow_other,
+                other_max_length: i.other_max_length,
                 request_digest: i.request_digest.clone(),
                 nonce: i.nonce.clone(),
                 created_at: i.created_at.to_rfc3339(),

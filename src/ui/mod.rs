@@ -363,7 +363,7 @@ fn events(ctx: &ApiContext) -> Result<Response<ResBody>, ApiError> {
     Ok(res)
 }
 
-/// `POST /ui/api/interactions/{id}/respond` with `{request_digest, response_id, choice_id|text}`.
+/// `POST /ui/api/interactions/{id}/respond` with `{request_digest, response_id, choice_id|choice_ids|text}`.
 /// Only those fields are taken from the page; the nonce comes from the broker's record and
 /// the source is always `web`, then SPEC §3.3 decides as for any other surface.
 async fn respond(ctx: &ApiContext, id: &str, body: &Value) -> Result<Response<ResBody>, ApiError> {
@@ -372,7 +372,13 @@ async fn respond(ctx: &ApiContext, id: &str, body: &Value) -> Result<Response<Re
     };
     let record = ctx.broker.get(id).await?;
     let mut sub = Map::new();
-    for name in ["response_id", "request_digest", "choice_id", "text"] {
+    for name in [
+        "response_id",
+        "request_digest",
+        "choice_id",
+        "choice_ids",
+        "text",
+    ] {
         if let Some(v) = fields.get(name) {
             sub.insert(name.to_string(), v.clone());
         }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::model::render::QuestionDisplay;
 use crate::model::{Choice, Interaction, Kind, Status, Timestamp};
 
 /// An interaction as the page receives it.
@@ -15,8 +16,16 @@ pub struct InteractionView {
     pub session_id: Option<String>,
     pub kind: Kind,
     pub prompt: String,
+    pub body: Option<String>,
     pub choices: Vec<Choice>,
     pub text_max_length: Option<u32>,
+    pub min_selections: Option<u32>,
+    pub max_selections: Option<u32>,
+    pub allow_other: bool,
+    pub other_max_length: Option<u32>,
+    /// The displayed fields rendered under SPEC §13.2 (escaped code points, mixed-script
+    /// words), computed here so the page needs no Unicode tables of its own.
+    pub display: QuestionDisplay,
     pub status: Status,
     pub request_digest: String,
     pub created_at: Timestamp,
@@ -31,6 +40,9 @@ pub struct InteractionView {
 pub struct ResponseView {
     pub choice_id: Option<String>,
     pub choice_label: Option<String>,
+    /// A multi_choice answer: the chosen ids and their labels, in the order given.
+    pub choice_ids: Option<Vec<String>>,
+    pub choice_labels: Option<Vec<String>>,
     pub text: Option<String>,
     /// Which surface answered: `web`, `cli`, `relay`, a host id…
     pub source: String,
@@ -47,6 +59,13 @@ impl From<&Interaction> for InteractionView {
                     .find(|x| &x.id == c)
                     .map(|x| x.label.clone())
             }),
+            choice_ids: r.choice_ids.clone(),
+            choice_labels: r.choice_ids.as_ref().map(|ids| {
+                ids.iter()
+                    .filter_map(|c| i.choices.iter().find(|x| &x.id == c))
+                    .map(|x| x.label.clone())
+                    .collect()
+            }),
             text: r.text.clone(),
             source: r.source.clone(),
             created_at: r.created_at,
@@ -59,8 +78,14 @@ impl From<&Interaction> for InteractionView {
             session_id: i.session_id.clone(),
             kind: i.kind,
             prompt: i.prompt.clone(),
+            body: i.body.clone(),
             choices: i.choices.clone(),
             text_max_length: i.text_max_length,
+            min_selections: i.min_selections,
+            max_selections: i.max_selections,
+            allow_other: i.allow_other,
+            other_max_length: i.other_max_length,
+            display: QuestionDisplay::of(i),
             status: i.status,
             request_digest: i.request_digest.clone(),
             created_at: i.created_at,

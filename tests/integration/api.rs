@@ -512,7 +512,7 @@ async fn oversized_bodies_get_413_and_post_floods_get_429_with_retry_after() {
     let res = once
         .post(format!("{}/v1/interactions/request", api.url))
         .bearer_auth(&api.token)
-        .json(&json!({"prompt": "x".repeat(70 * 1024)}))
+        .json(&json!({"prompt": "x".repeat(129 * 1024)}))
         .send()
         .await
         .unwrap();

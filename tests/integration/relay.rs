@@ -939,7 +939,7 @@ async fn relay_server_http_contract() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
-    let big = format!("{{\"x\":\"{}\"}}", "a".repeat(70 * 1024));
+    let big = format!("{{\"x\":\"{}\"}}", "a".repeat(129 * 1024));
     let r = http
         .post(url("/v1/interaction-responses"))
         .header("content-type", "application/json")
