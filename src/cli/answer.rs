@@ -13,6 +13,8 @@ use super::args::AnswerArgs;
 use super::tui::{Asked, Tui};
 use super::CliError;
 use crate::client::{Client, ClientError};
+/// The model's one rendering for people (SPEC §13.2): no control character passes raw.
+pub use crate::model::render::render_visible as shown;
 
 /// One offered answer, as the record has it.
 #[derive(Debug, Clone)]
@@ -236,6 +238,19 @@ fn from_flags(
             )));
         }
     }
+    if let Some((min, max)) = q.selections {
+        let count = choices.len() + usize::from(text.is_some());
+        if count < min || count > max {
+            let other = if q.allows_other() {
+                " (an Other --text counts as one)"
+            } else {
+                ""
+            };
+            return Err(CliError::Usage(format!(
+                "this question takes {min} to {max} choices: give --choice that many times{other}"
+            )));
+        }
+    }
     if choices.len() > 1 && !q.is_multi() {
         return Err(CliError::Usage(
             "--choice may be given once: this question takes one choice".into(),
@@ -410,23 +425,6 @@ pub fn lines_label(body: &str) -> String {
     }
 }
 
-/// The text of a record as a terminal may show it (SPEC §13.2).
-pub fn shown(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if (c.is_control() && c != '\n' && c != '\t') || is_invisible(c) {
-            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn is_invisible(c: char) -> bool {
-    matches!(c as u32, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0x00AD)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,13 +453,15 @@ mod tests {
 
         let multi = question(
             "multi_choice",
-            json!({"min_selections": 1, "max_selections": 2, "allow_other": true, "other_max_length": 3}),
+            json!({"min_selections": 1, "max_selections": 3, "allow_other": true, "other_max_length": 3}),
         );
         let a = from_flags(&multi, vec!["a".into(), "b".into()], Some("xy".into())).unwrap();
         let f = a.fields(&multi);
         assert_eq!(f["choice_ids"], json!(["a", "b"]));
         assert_eq!(f["text"], "xy");
         assert!(from_flags(&multi, vec![], Some("long".into())).is_err());
+        let e = from_flags(&multi, vec![], None).unwrap_err();
+        assert!(e.to_string().contains("takes 1 to 3 choices"), "{e}");
 
         let text = question("text", json!({"choices": [], "text_max_length": 5}));
         assert!(from_flags(&text, vec!["a".into()], None).is_err());

