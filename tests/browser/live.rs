@@ -227,6 +227,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
     wd.wait_for("#live[data-live='on']", WAIT).await;
     assert!(wd.url().await.ends_with("/ui/"));
 
+    crate::integrity::what_you_see_is_what_runs(&wd).await;
     screenshots(&wd).await;
 }
 
