@@ -158,12 +158,27 @@ pub struct IdArg {
 
 #[derive(Debug, Args)]
 pub struct RequestArgs {
-    /// permission, single_choice or text.
+    /// permission, single_choice, multi_choice or text.
     #[arg(long, default_value = "permission")]
     pub kind: String,
     /// The question, exactly as the person should see it (1-2000 characters).
     #[arg(long)]
     pub prompt: String,
+    /// What actually runs, shown whole under the prompt (at most 16,384 characters).
+    #[arg(long)]
+    pub body: Option<String>,
+    /// multi_choice: fewest choices an answer takes (default 1).
+    #[arg(long = "min-selections", value_name = "N")]
+    pub min_selections: Option<u32>,
+    /// multi_choice: most choices an answer takes (default all).
+    #[arg(long = "max-selections", value_name = "N")]
+    pub max_selections: Option<u32>,
+    /// Choice kinds: also accept an "Other" text answer.
+    #[arg(long = "allow-other")]
+    pub allow_other: bool,
+    /// Longest "Other" text (1-2000, default 500).
+    #[arg(long = "other-max", value_name = "N")]
+    pub other_max: Option<u32>,
     /// An answer choice as ID:LABEL (repeatable; permission defaults to allow-once and deny).
     #[arg(long = "choice", value_name = "ID:LABEL")]
     pub choices: Vec<String>,
@@ -239,9 +254,12 @@ pub struct RespondArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub nonce: String,
     /// The chosen choice id.
-    #[arg(long, conflicts_with = "text", required_unless_present = "text")]
+    #[arg(long, conflicts_with = "text", required_unless_present_any = ["text", "choice_ids"])]
     pub choice: Option<String>,
-    /// The text answer (text questions).
+    /// A multi_choice answer: the chosen ids, comma-separated (with --text for an "Other").
+    #[arg(long = "choice-ids", value_delimiter = ',', conflicts_with = "choice")]
+    pub choice_ids: Option<Vec<String>>,
+    /// The text answer (text questions), or the "Other" text of a question that allows one.
     #[arg(long, allow_hyphen_values = true)]
     pub text: Option<String>,
     /// Who answers (default cli).

@@ -216,6 +216,9 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
             if let Some(c) = a.choice {
                 body["choice_id"] = json!(c);
             }
+            if let Some(ids) = a.choice_ids {
+                body["choice_ids"] = json!(ids);
+            }
             if let Some(t) = a.text {
                 body["text"] = json!(t);
             }
@@ -410,6 +413,19 @@ fn request_body(a: &args::RequestArgs) -> Result<Value, CliError> {
     }
     if let Some(n) = a.text_max {
         body["text_max_length"] = json!(n);
+    }
+    for (name, value) in [
+        ("body", json!(a.body)),
+        ("min_selections", json!(a.min_selections)),
+        ("max_selections", json!(a.max_selections)),
+        ("other_max_length", json!(a.other_max)),
+    ] {
+        if !value.is_null() {
+            body[name] = value;
+        }
+    }
+    if a.allow_other {
+        body["allow_other"] = json!(true);
     }
     if let Some(t) = a.ttl {
         body["ttl_seconds"] = json!(t);

@@ -2,13 +2,14 @@
 
 use serde_json::Value;
 
+use crate::model::render::{json_for_terminal, render_visible};
 use crate::model::Timestamp;
 
+/// Pretty JSON with every invisible or reordering code point as a `\uXXXX` escape
+/// (SPEC §13.2): the same JSON, and nothing a terminal would act on.
 pub fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    let json = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    println!("{}", json_for_terminal(&json));
 }
 
 fn terminal_width() -> usize {
@@ -33,8 +34,12 @@ pub fn age(rfc3339: &str) -> String {
     }
 }
 
+/// Rendered under SPEC §13.2 first, so no control character is folded into a space unseen.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    render_visible(s)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn cut(s: &str, width: usize) -> String {

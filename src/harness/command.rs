@@ -34,8 +34,13 @@ pub struct HookCommand {
 impl HookCommand {
     /// The shell command line written into the host config.
     pub fn command_line(&self) -> String {
+        self.command_line_for("ask-permission")
+    }
+
+    /// The command line running the bridge with another action (`pre-tool-use`).
+    pub fn command_line_for(&self, action: &str) -> String {
         format!(
-            "{} {} ask-permission --timeout {}",
+            "{} {} {action} --timeout {}",
             shell_quote(&self.exe),
             self.host.name(),
             self.budget_secs
@@ -132,6 +137,11 @@ pub struct ParsedHookCommand {
 
 /// Parses `line` if it runs `agentnotify-hook … ask-permission`; `None` for anything else.
 pub fn parse_hook_command(line: &str) -> Option<ParsedHookCommand> {
+    parse_hook_command_for(line, "ask-permission")
+}
+
+/// Parses `line` if it runs `agentnotify-hook … <action>`.
+pub fn parse_hook_command_for(line: &str, action: &str) -> Option<ParsedHookCommand> {
     let words = shell_split(line)?;
     // Skip leading `NAME=value` environment assignments.
     let mut rest = words
@@ -144,7 +154,7 @@ pub fn parse_hook_command(line: &str) -> Option<ParsedHookCommand> {
         return None;
     }
     let args: Vec<&str> = rest.collect();
-    let ask = args.iter().position(|a| *a == "ask-permission")?;
+    let ask = args.iter().position(|a| *a == action)?;
     let host = ask
         .checked_sub(1)
         .and_then(|i| args.get(i))

@@ -118,6 +118,12 @@ pub fn plan(
         .map(|p| p.to_string())
         .into_iter()
         .collect();
+    let ask = &json_config::ASK_PRE_TOOL_USE;
+    if host == Host::Claude && json_config::check_shape(&doc).is_ok() {
+        if let Err(p) = json_config::check_shape_at(&doc, ask) {
+            problems.push(p.to_string());
+        }
+    }
     if host == Host::Codex {
         let extra = codex::extra_root_keys(&doc);
         if !extra.is_empty() {
@@ -137,6 +143,9 @@ pub fn plan(
             path.display()
         ));
         json_config::repair_shape(&mut doc);
+        if host == Host::Claude && json_config::check_shape_at(&doc, ask).is_err() {
+            doc["hooks"][ask.event] = Value::Array(Vec::new());
+        }
         if host == Host::Codex {
             codex::drop_extra_root_keys(&mut doc);
         }
@@ -148,6 +157,12 @@ pub fn plan(
         .is_some_and(|v| !json_config::find_ours(v).is_empty());
     let handler = json_config::handler_value(&request.command);
     let (action, position) = json_config::upsert(&mut doc, handler).expect("shape checked above");
+    // Claude asks hooks about AskUserQuestion only in its default mode; PreToolUse covers
+    // the other modes (SPEC §13.3). Appended after PermissionRequest, so positions hold.
+    if host == Host::Claude {
+        let handler = json_config::handler_value_at(&request.command, ask);
+        json_config::upsert_at(&mut doc, handler, ask).expect("shape checked above");
+    }
     let changed = discarded || original.as_ref() != Some(&doc);
     let indent = snapshot
         .text()
@@ -191,6 +206,12 @@ pub fn plan(
             request.command.command_line(),
             request.command.handler_timeout_secs()
         ));
+        if host == Host::Claude {
+            planned.lines.push(format!(
+                "  and, as a PreToolUse hook for AskUserQuestion outside the default permission mode: {}",
+                request.command.command_line_for(ask.action)
+            ));
+        }
     }
     if let Some(backup) = &change.backup_to {
         planned.lines.push(format!(

@@ -7,10 +7,33 @@
 
 use serde_json::{Map, Value};
 
-use super::command::{parse_hook_command, HookCommand};
+use super::command::{parse_hook_command_for, HookCommand};
 
 /// The hook event we install under.
 pub const EVENT: &str = "PermissionRequest";
+
+/// Where one kind of handler of ours lives: the event, the group's matcher, and the
+/// bridge action its command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub event: &'static str,
+    pub matcher: &'static str,
+    pub action: &'static str,
+}
+
+/// The PermissionRequest handler: every tool.
+pub const PERMISSION: Slot = Slot {
+    event: EVENT,
+    matcher: "*",
+    action: "ask-permission",
+};
+
+/// Claude only: AskUserQuestion outside the default permission mode (SPEC §13.3).
+pub const ASK_PRE_TOOL_USE: Slot = Slot {
+    event: "PreToolUse",
+    matcher: "AskUserQuestion",
+    action: "pre-tool-use",
+};
 
 /// Where a handler sits: index of its group in the event's array, and within the group.
 /// Codex names trust entries by exactly these two numbers.
@@ -26,6 +49,8 @@ pub enum ShapeProblem {
     RootNotObject(&'static str),
     HooksNotObject(&'static str),
     EventNotArray(&'static str),
+    /// `hooks.<event>` of another slot is not an array.
+    SlotNotArray(&'static str, &'static str),
 }
 
 impl std::fmt::Display for ShapeProblem {
@@ -37,6 +62,9 @@ impl std::fmt::Display for ShapeProblem {
             ShapeProblem::HooksNotObject(t) => write!(f, "\"hooks\" must be an object but is {t}"),
             ShapeProblem::EventNotArray(t) => {
                 write!(f, "\"hooks\".\"{EVENT}\" must be an array but is {t}")
+            }
+            ShapeProblem::SlotNotArray(event, t) => {
+                write!(f, "\"hooks\".\"{event}\" must be an array but is {t}")
             }
         }
     }
@@ -56,6 +84,11 @@ pub fn type_name(value: &Value) -> &'static str {
 
 /// Checks the types on the path `hooks.PermissionRequest` (absent parts are fine).
 pub fn check_shape(root: &Value) -> Result<(), ShapeProblem> {
+    check_shape_at(root, &PERMISSION)
+}
+
+/// Checks the types on the path `hooks.<slot's event>` (absent parts are fine).
+pub fn check_shape_at(root: &Value, slot: &Slot) -> Result<(), ShapeProblem> {
     let root = root
         .as_object()
         .ok_or_else(|| ShapeProblem::RootNotObject(type_name(root)))?;
@@ -65,8 +98,13 @@ pub fn check_shape(root: &Value) -> Result<(), ShapeProblem> {
     let hooks = hooks
         .as_object()
         .ok_or_else(|| ShapeProblem::HooksNotObject(type_name(hooks)))?;
-    match hooks.get(EVENT) {
-        Some(event) if !event.is_array() => Err(ShapeProblem::EventNotArray(type_name(event))),
+    match hooks.get(slot.event) {
+        Some(event) if !event.is_array() && slot.event == EVENT => {
+            Err(ShapeProblem::EventNotArray(type_name(event)))
+        }
+        Some(event) if !event.is_array() => {
+            Err(ShapeProblem::SlotNotArray(slot.event, type_name(event)))
+        }
         _ => Ok(()),
     }
 }
@@ -80,6 +118,7 @@ pub fn repair_shape(root: &mut Value) -> Vec<ShapeProblem> {
             ShapeProblem::RootNotObject(_) => *root = Value::Object(Map::new()),
             ShapeProblem::HooksNotObject(_) => root["hooks"] = Value::Object(Map::new()),
             ShapeProblem::EventNotArray(_) => root["hooks"][EVENT] = Value::Array(Vec::new()),
+            ShapeProblem::SlotNotArray(..) => unreachable!("check_shape checks PermissionRequest"),
         }
         fixed.push(problem);
     }
@@ -95,20 +134,36 @@ pub fn handler_value(cmd: &HookCommand) -> Value {
     Value::Object(handler)
 }
 
+/// The handler for another slot: the same, running the slot's action.
+pub fn handler_value_at(cmd: &HookCommand, slot: &Slot) -> Value {
+    let mut handler = handler_value(cmd);
+    handler["command"] = cmd.command_line_for(slot.action).into();
+    handler
+}
+
 /// The group we add when none of ours exists: matches every tool.
 pub fn group_value(handler: Value) -> Value {
+    group_value_at(handler, &PERMISSION)
+}
+
+fn group_value_at(handler: Value, slot: &Slot) -> Value {
     let mut group = Map::new();
-    group.insert("matcher".into(), "*".into());
+    group.insert("matcher".into(), slot.matcher.into());
     group.insert("hooks".into(), Value::Array(vec![handler]));
     Value::Object(group)
 }
 
 /// True when a handler runs our bridge (`agentnotify-hook … ask-permission`).
 pub fn is_ours(handler: &Value) -> bool {
+    is_ours_at(handler, &PERMISSION)
+}
+
+/// True when a handler runs our bridge with the slot's action.
+pub fn is_ours_at(handler: &Value, slot: &Slot) -> bool {
     handler
         .get("command")
         .and_then(Value::as_str)
-        .and_then(parse_hook_command)
+        .and_then(|line| parse_hook_command_for(line, slot.action))
         .is_some()
 }
 
@@ -123,9 +178,14 @@ pub struct Found<'a> {
 /// Our handlers in document order. Malformed groups (not objects, no `hooks` array)
 /// belong to someone else and are skipped, never touched.
 pub fn find_ours(root: &Value) -> Vec<Found<'_>> {
+    find_ours_at(root, &PERMISSION)
+}
+
+/// Our handlers of one slot, in document order.
+pub fn find_ours_at<'a>(root: &'a Value, slot: &Slot) -> Vec<Found<'a>> {
     let Some(groups) = root
         .get("hooks")
-        .and_then(|h| h.get(EVENT))
+        .and_then(|h| h.get(slot.event))
         .and_then(Value::as_array)
     else {
         return Vec::new();
@@ -139,7 +199,7 @@ pub fn find_ours(root: &Value) -> Vec<Found<'_>> {
             continue;
         };
         for (h, handler) in handlers.iter().enumerate() {
-            if is_ours(handler) {
+            if is_ours_at(handler, slot) {
                 found.push(Found {
                     position: Position {
                         group: g,
@@ -169,8 +229,20 @@ pub enum Upsert {
 /// any further copies, or appends a new group after every existing one (appending keeps
 /// the positions, and so the Codex trust, of every other hook).
 pub fn upsert(root: &mut Value, handler: Value) -> Result<(Upsert, Position), ShapeProblem> {
-    check_shape(root)?;
-    let positions: Vec<Position> = find_ours(root).iter().map(|f| f.position).collect();
+    upsert_at(root, handler, &PERMISSION)
+}
+
+/// [`upsert`] for one slot.
+pub fn upsert_at(
+    root: &mut Value,
+    handler: Value,
+    slot: &Slot,
+) -> Result<(Upsert, Position), ShapeProblem> {
+    check_shape_at(root, slot)?;
+    let positions: Vec<Position> = find_ours_at(root, slot)
+        .iter()
+        .map(|f| f.position)
+        .collect();
     let Some((&first, duplicates)) = positions.split_first() else {
         let hooks = root
             .as_object_mut()
@@ -180,22 +252,22 @@ pub fn upsert(root: &mut Value, handler: Value) -> Result<(Upsert, Position), Sh
         let groups = hooks
             .as_object_mut()
             .expect("checked: object")
-            .entry(EVENT)
+            .entry(slot.event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .expect("checked: array");
-        groups.push(group_value(handler));
+        groups.push(group_value_at(handler, slot));
         let position = Position {
             group: groups.len() - 1,
             handler: 0,
         };
         return Ok((Upsert::Added, position));
     };
-    let groups = event_groups_mut(root).expect("found ours, so the path exists");
-    let slot = &mut groups[first.group]["hooks"][first.handler];
+    let groups = event_groups_mut(root, slot).expect("found ours, so the path exists");
+    let place = &mut groups[first.group]["hooks"][first.handler];
     let mut action = Upsert::Unchanged;
-    if *slot != handler {
-        *slot = handler;
+    if *place != handler {
+        *place = handler;
         action = Upsert::Updated;
     }
     if !duplicates.is_empty() {
@@ -213,19 +285,32 @@ pub fn remove_ours(
     root: &mut Value,
     original: Option<&Value>,
 ) -> Result<Vec<Position>, ShapeProblem> {
-    check_shape(root)?;
-    let positions: Vec<Position> = find_ours(root).iter().map(|f| f.position).collect();
+    remove_ours_at(root, original, &PERMISSION)
+}
+
+/// [`remove_ours`] for one slot.
+pub fn remove_ours_at(
+    root: &mut Value,
+    original: Option<&Value>,
+    slot: &Slot,
+) -> Result<Vec<Position>, ShapeProblem> {
+    check_shape_at(root, slot)?;
+    let positions: Vec<Position> = find_ours_at(root, slot)
+        .iter()
+        .map(|f| f.position)
+        .collect();
     if positions.is_empty() {
         return Ok(positions);
     }
-    let groups = event_groups_mut(root).expect("found ours, so the path exists");
+    let event = slot.event;
+    let groups = event_groups_mut(root, slot).expect("found ours, so the path exists");
     remove_positions(groups, &positions);
     let had = |path: &[&str]| {
         original.is_some_and(|o| path.iter().try_fold(o, |v, key| v.get(key)).is_some())
     };
     let hooks = root["hooks"].as_object_mut().expect("checked: object");
-    if hooks[EVENT].as_array().is_some_and(Vec::is_empty) && !had(&["hooks", EVENT]) {
-        hooks.shift_remove(EVENT);
+    if hooks[event].as_array().is_some_and(Vec::is_empty) && !had(&["hooks", event]) {
+        hooks.shift_remove(event);
     }
     if hooks.is_empty() && !had(&["hooks"]) {
         root.as_object_mut()
@@ -235,8 +320,8 @@ pub fn remove_ours(
     Ok(positions)
 }
 
-fn event_groups_mut(root: &mut Value) -> Option<&mut Vec<Value>> {
-    root.get_mut("hooks")?.get_mut(EVENT)?.as_array_mut()
+fn event_groups_mut<'a>(root: &'a mut Value, slot: &Slot) -> Option<&'a mut Vec<Value>> {
+    root.get_mut("hooks")?.get_mut(slot.event)?.as_array_mut()
 }
 
 /// Removes handlers at `positions` (document order) and drops groups emptied by it.

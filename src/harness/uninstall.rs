@@ -39,8 +39,17 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
         .and_then(|t| json_config::parse(t).ok());
 
     let mut doc = current.clone();
-    let removed =
+    let mut removed =
         json_config::remove_ours(&mut doc, backup_value.as_ref()).expect("shape checked above");
+    // Claude also has our AskUserQuestion PreToolUse handler (left alone if that part of
+    // the file is not ours to read).
+    let ask = &json_config::ASK_PRE_TOOL_USE;
+    if host == Host::Claude && json_config::check_shape_at(&doc, ask).is_ok() {
+        removed.extend(
+            json_config::remove_ours_at(&mut doc, backup_value.as_ref(), ask)
+                .expect("shape checked"),
+        );
+    }
     if removed.is_empty() {
         planned.lines.push(format!(
             "{}: not installed in {}; nothing changed",

@@ -19,6 +19,36 @@ pub enum Decision {
 
 pub const DENY_MESSAGE: &str = "Denied via agentnotify";
 
+/// The hook event a decision answers: Claude reads a `PreToolUse` decision in its own shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    PermissionRequest,
+    /// Claude's AskUserQuestion outside the default permission mode (SPEC §13.3).
+    PreToolUse,
+}
+
+/// `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":…}}`.
+#[derive(Serialize)]
+struct PreToolUseOutput<'a> {
+    #[serde(rename = "hookSpecificOutput")]
+    hook_specific_output: PreToolUseSpecific<'a>,
+}
+
+#[derive(Serialize)]
+struct PreToolUseSpecific<'a> {
+    #[serde(rename = "hookEventName")]
+    hook_event_name: &'static str,
+    #[serde(rename = "permissionDecision")]
+    permission_decision: &'static str,
+    #[serde(
+        rename = "permissionDecisionReason",
+        skip_serializing_if = "Option::is_none"
+    )]
+    reason: Option<&'static str>,
+    #[serde(rename = "updatedInput", skip_serializing_if = "Option::is_none")]
+    updated_input: Option<&'a Value>,
+}
+
 #[derive(Serialize)]
 struct Output<'a> {
     #[serde(rename = "hookSpecificOutput")]
@@ -44,7 +74,27 @@ struct Body<'a> {
 }
 
 impl Decision {
-    /// The one line printed on stdout (without the newline).
+    /// The one line printed on stdout for `event` (without the newline).
+    pub fn render_for(&self, host: Host, event: Event) -> String {
+        if event == Event::PermissionRequest || host != Host::Claude {
+            return self.render(host);
+        }
+        let deny = *self == Decision::Deny;
+        let out = PreToolUseOutput {
+            hook_specific_output: PreToolUseSpecific {
+                hook_event_name: "PreToolUse",
+                permission_decision: if deny { "deny" } else { "allow" },
+                reason: deny.then_some(DENY_MESSAGE),
+                updated_input: match self {
+                    Decision::AllowWithInput(v) => Some(v),
+                    _ => None,
+                },
+            },
+        };
+        serde_json::to_string(&out).expect("decision always serialises")
+    }
+
+    /// The one line printed on stdout for a `PermissionRequest` (without the newline).
     pub fn render(&self, host: Host) -> String {
         let claude = host == Host::Claude;
         let body = match self {
@@ -94,6 +144,19 @@ mod tests {
                 r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Denied via agentnotify"}}}"#
             );
         }
+    }
+
+    #[test]
+    fn pre_tool_use_decisions_have_claudes_pre_tool_use_shape() {
+        let input = json!({"questions": [], "answers": {"Q?": "A"}});
+        assert_eq!(
+            Decision::AllowWithInput(input).render_for(Host::Claude, Event::PreToolUse),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"questions":[],"answers":{"Q?":"A"}}}}"#
+        );
+        assert_eq!(
+            Decision::Deny.render_for(Host::Claude, Event::PreToolUse),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"Denied via agentnotify"}}"#
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-pub use decision::Decision;
+pub use decision::{Decision, Event};
 pub use payload::{Host, Plan};
 
 /// The bridge's arguments.
@@ -30,7 +30,8 @@ pub use payload::{Host, Plan};
 pub struct HookArgs {
     /// The host running the hook: claude or codex.
     pub host: String,
-    /// The hook event; only `ask-permission` exists.
+    /// The hook event: `ask-permission` (PermissionRequest), or `pre-tool-use` (Claude's
+    /// AskUserQuestion outside the default permission mode, SPEC §13.3).
     pub action: String,
     /// Seconds to wait for an answer; must end before the host's hook timeout.
     #[arg(long, default_value_t = 590)]
@@ -54,12 +55,13 @@ pub fn main(args: Vec<OsString>) -> ! {
             std::process::exit(0)
         }
     };
-    let host = match (Host::parse(&parsed.host), parsed.action.as_str()) {
-        (Some(h), "ask-permission") => h,
+    let (host, event) = match (Host::parse(&parsed.host), parsed.action.as_str()) {
+        (Some(h), "ask-permission") => (h, Event::PermissionRequest),
+        (Some(Host::Claude), "pre-tool-use") => (Host::Claude, Event::PreToolUse),
         _ => {
             let _ = writeln!(
                 std::io::stderr(),
-                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S]"
+                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S]"
             );
             std::process::exit(0)
         }
@@ -68,6 +70,7 @@ pub fn main(args: Vec<OsString>) -> ! {
         let stdin = read_stdin()?;
         run::ask(
             host,
+            event,
             Duration::from_secs(parsed.timeout.clamp(1, 3600)),
             &stdin,
         )
@@ -75,7 +78,7 @@ pub fn main(args: Vec<OsString>) -> ! {
     .ok()
     .flatten();
     if let Some(d) = decision {
-        let line = d.render(host);
+        let line = d.render_for(host, event);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::model::digest::hex_sha256;
+use crate::model::interaction::{BODY_MAX, CHOICES_MAX, PROMPT_MAX, TEXT_MAX_LIMIT};
 
 /// Which host runs us. Decides the decision format and the extras offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +40,11 @@ impl Host {
 
 /// Largest host payload read from stdin.
 pub const MAX_PAYLOAD: usize = 1024 * 1024;
-const PROMPT_MAX: usize = 2000;
+/// Longest choice detail the broker takes.
+const DETAIL_MAX: usize = 500;
+/// How much of an agent's own description of a call the one-line prompt keeps: it is the
+/// agent's claim, not what runs (that is the body, never cut).
+const DESCRIPTION_MAX: usize = 300;
 
 /// Why a payload cannot become a question (the hook then stays silent).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +57,32 @@ pub enum PayloadError {
     UnsupportedQuestion(&'static str),
 }
 
+/// A call that cannot be shown whole (SPEC §13.1): no question, and an `input_required`
+/// notification telling the person to answer at the terminal.
+fn too_large(host: Host, project: Option<&str>) -> Plan {
+    Plan::TooLarge {
+        notification: too_large_notification(host, project),
+    }
+}
+
+fn too_large_notification(host: Host, project: Option<&str>) -> Value {
+    let title = match &project {
+        Some(p) => format!("{} needs you at the terminal in {p}", host.display_name()),
+        None => format!("{} needs you at the terminal", host.display_name()),
+    };
+    json!({
+        "title": truncate(&title, 200),
+        "message": format!(
+            "{} needs you at the terminal: the request is too large to show remotely",
+            host.display_name()
+        ),
+        "type": "input_required",
+        "priority": "high",
+        "agent": host.as_str(),
+        "project": project,
+    })
+}
+
 /// One question to open, with what is needed to turn its answer into a decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
@@ -62,6 +93,15 @@ pub struct Question {
     /// For AskUserQuestion: the question text and the label of each choice id.
     pub option_labels: Vec<(String, String)>,
     pub question_text: Option<String>,
+    /// For AskUserQuestion: a multiSelect question (its answer joins several labels).
+    pub multi: bool,
+}
+
+/// What a tool call looks like to the person: a one-line summary and, whole, what runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub prompt: String,
+    pub body: Option<String>,
 }
 
 /// What the hook will ask for one payload.
@@ -72,11 +112,15 @@ pub enum Plan {
         question: Question,
         suggestions: Option<Value>,
     },
-    /// Claude AskUserQuestion: one single-choice question per entry, all must be answered.
+    /// Claude AskUserQuestion: one question per entry (single or multi choice, with
+    /// "Other"), all must be answered.
     Questions {
         questions: Vec<Question>,
         tool_input: Value,
     },
+    /// What runs does not fit a question (SPEC §13.1): no question; this notification
+    /// sends the person to the terminal.
+    TooLarge { notification: Value },
 }
 
 /// Reads a host payload into a plan. `ttl` covers the hook's wait budget.
@@ -95,32 +139,61 @@ pub fn plan(host: Host, payload: &Value, ttl_seconds: u64) -> Result<Plan, Paylo
     if host == Host::Claude && tool == "AskUserQuestion" {
         return ask_user_question(&ctx, input);
     }
-    let prompt = permission_prompt(host, tool, input, obj.get("mcp_server"));
+    let shown = describe(
+        host,
+        tool,
+        input,
+        obj.get("mcp_server"),
+        ctx.project.as_deref(),
+    );
     let suggestions = match (host, obj.get("permission_suggestions")) {
         (Host::Claude, Some(Value::Array(s))) if !s.is_empty() => Some(Value::Array(s.clone())),
         _ => None,
     };
+    let mut body = shown.body;
     let mut choices = vec![json!({"id": "allow-once", "label": "Allow once"})];
     if let Some(s) = &suggestions {
+        // The rules in full: as the detail when they fit, else at the end of the body.
+        let rules = describe_suggestions(s);
+        let detail = if rules.chars().count() <= DETAIL_MAX {
+            rules
+        } else {
+            let text = body.get_or_insert_with(String::new);
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&format!("If you choose Always allow:\n{rules}"));
+            "Also applies the rules listed at the end of the request".to_string()
+        };
         choices.push(json!({
             "id": "allow-always",
             "label": "Always allow",
-            "detail": truncate(&describe_suggestions(s), 500),
+            "detail": detail,
         }));
     }
     choices.push(json!({"id": "deny", "label": "Deny"}));
+    if !fits(&shown.prompt, body.as_deref()) {
+        return Ok(too_large(host, ctx.project.as_deref()));
+    }
     let fingerprint = json!([tool, canonical(input)]);
-    let question = ctx.question(
+    let mut question = ctx.question(
         "permission",
-        &prompt,
+        &shown.prompt,
         choices,
         &fingerprint,
         "needs permission",
     );
+    question.request["body"] = json!(body);
     Ok(Plan::Permission {
         question,
         suggestions,
     })
+}
+
+/// Whether a question can show all of this: nothing is ever cut (SPEC §13.1).
+fn fits(prompt: &str, body: Option<&str>) -> bool {
+    let n = prompt.trim().chars().count();
+    (1..=PROMPT_MAX).contains(&n) && body.is_none_or(|b| b.chars().count() <= BODY_MAX)
 }
 
 struct Context<'a> {
@@ -141,7 +214,7 @@ impl Context<'_> {
         what: &str,
     ) -> Question {
         let key = self.key(fingerprint);
-        let prompt = truncate(prompt.trim(), PROMPT_MAX);
+        let prompt = prompt.trim();
         let first_line = prompt.lines().next().unwrap_or("").to_string();
         let title = match &self.project {
             Some(p) => format!("{} {what} in {p}", self.host.display_name()),
@@ -176,6 +249,7 @@ impl Context<'_> {
             }),
             option_labels: Vec::new(),
             question_text: None,
+            multi: false,
         }
     }
 
@@ -198,56 +272,10 @@ fn ask_user_question(ctx: &Context<'_>, input: &Value) -> Result<Plan, PayloadEr
         .ok_or(PayloadError::UnsupportedQuestion("no questions"))?;
     let mut questions = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        if item["multiSelect"].as_bool() == Some(true) {
-            return Err(PayloadError::UnsupportedQuestion("multiSelect"));
-        }
-        let text = item["question"]
-            .as_str()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or(PayloadError::UnsupportedQuestion("a question has no text"))?;
-        let options = item["options"]
-            .as_array()
-            .filter(|o| (2..=12).contains(&o.len()))
-            .ok_or(PayloadError::UnsupportedQuestion(
-                "options must number 2 to 12",
-            ))?;
-        let mut choices = Vec::new();
-        let mut labels = Vec::new();
-        for (n, option) in options.iter().enumerate() {
-            let label = option["label"]
-                .as_str()
-                .filter(|l| !l.trim().is_empty())
-                .ok_or(PayloadError::UnsupportedQuestion("an option has no label"))?;
-            if label.chars().count() > 200 {
-                return Err(PayloadError::UnsupportedQuestion(
-                    "an option label is too long",
-                ));
-            }
-            let id = format!("option-{}", n + 1);
-            let mut choice = json!({"id": id, "label": label.trim()});
-            if let Some(d) = option["description"]
-                .as_str()
-                .filter(|d| !d.trim().is_empty())
-            {
-                choice["detail"] = json!(truncate(d.trim(), 500));
-            }
-            choices.push(choice);
-            labels.push((id, label.to_string()));
-        }
-        let prompt = match item["header"].as_str().filter(|h| !h.trim().is_empty()) {
-            Some(h) => format!("{}: {}", h.trim(), text.trim()),
-            None => text.trim().to_string(),
+        let Some(mut q) = one_question(ctx, input, index, item)? else {
+            return Ok(too_large(ctx.host, ctx.project.as_deref()));
         };
-        let fingerprint = json!(["AskUserQuestion", index, canonical(input)]);
-        let mut q = ctx.question(
-            "single_choice",
-            &prompt,
-            choices,
-            &fingerprint,
-            "has a question",
-        );
-        q.option_labels = labels;
-        q.question_text = Some(text.to_string());
+        q.question_text = Some(item["question"].as_str().unwrap_or("").to_string());
         questions.push(q);
     }
     Ok(Plan::Questions {
@@ -256,54 +284,201 @@ fn ask_user_question(ctx: &Context<'_>, input: &Value) -> Result<Plan, PayloadEr
     })
 }
 
-/// The question shown to the person for a tool call.
-pub fn permission_prompt(
+/// One AskUserQuestion entry as a question: a choice kind with "Other" (Claude's dialog
+/// always offers it), or a text question. `None` when it cannot be shown whole.
+fn one_question(
+    ctx: &Context<'_>,
+    input: &Value,
+    index: usize,
+    item: &Value,
+) -> Result<Option<Question>, PayloadError> {
+    let text = item["question"]
+        .as_str()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or(PayloadError::UnsupportedQuestion("a question has no text"))?;
+    let prompt = match item["header"].as_str().filter(|h| !h.trim().is_empty()) {
+        Some(h) => format!("{}: {}", h.trim(), text.trim()),
+        None => text.trim().to_string(),
+    };
+    let fingerprint = json!(["AskUserQuestion", index, canonical(input)]);
+    let mut body = Vec::new();
+    if let Some(d) = item["description"]
+        .as_str()
+        .filter(|d| !d.trim().is_empty())
+    {
+        body.push(d.to_string());
+    }
+    let kind = item["kind"].as_str().unwrap_or("choice");
+    if kind == "text" {
+        let body = (!body.is_empty()).then(|| body.join("\n\n"));
+        if !fits(&prompt, body.as_deref()) {
+            return Ok(None);
+        }
+        let mut q = ctx.question("text", &prompt, Vec::new(), &fingerprint, "has a question");
+        q.request["body"] = json!(body);
+        q.request["text_max_length"] = json!(TEXT_MAX_LIMIT);
+        return Ok(Some(q));
+    }
+    if kind != "choice" {
+        return Err(PayloadError::UnsupportedQuestion(
+            "a question of an unknown kind",
+        ));
+    }
+    let options = item["options"]
+        .as_array()
+        .filter(|o| (2..=CHOICES_MAX).contains(&o.len()))
+        .ok_or(PayloadError::UnsupportedQuestion(
+            "options must number 2 to 12",
+        ))?;
+    let multi = item["multiSelect"].as_bool() == Some(true);
+    let mut choices = Vec::new();
+    let mut labels = Vec::new();
+    let mut long_details = false;
+    for (n, option) in options.iter().enumerate() {
+        let label = option["label"]
+            .as_str()
+            .filter(|l| !l.trim().is_empty())
+            .ok_or(PayloadError::UnsupportedQuestion("an option has no label"))?;
+        if label.trim().chars().count() > 200 {
+            return Ok(None);
+        }
+        let id = format!("option-{}", n + 1);
+        let mut choice = json!({"id": id, "label": label.trim()});
+        let description = option["description"].as_str().map(str::trim).unwrap_or("");
+        if description.chars().count() > DETAIL_MAX {
+            long_details = true;
+        } else if !description.is_empty() {
+            choice["detail"] = json!(description);
+        }
+        choices.push(choice);
+        labels.push((id, label.to_string()));
+    }
+    // What a detail cannot hold, and the previews Claude's dialog shows, go in the body.
+    for (n, option) in options.iter().enumerate() {
+        let mut part = Vec::new();
+        if long_details {
+            part.push(
+                option["description"]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string(),
+            );
+        }
+        if let Some(p) = option["preview"].as_str().filter(|p| !p.trim().is_empty()) {
+            part.push(p.to_string());
+        }
+        let part: Vec<String> = part.into_iter().filter(|p| !p.is_empty()).collect();
+        if !part.is_empty() {
+            body.push(format!(
+                "{}. {}\n{}",
+                n + 1,
+                labels[n].1.trim(),
+                part.join("\n")
+            ));
+        }
+    }
+    let body = (!body.is_empty()).then(|| body.join("\n\n"));
+    if !fits(&prompt, body.as_deref()) {
+        return Ok(None);
+    }
+    let kind = if multi {
+        "multi_choice"
+    } else {
+        "single_choice"
+    };
+    let mut q = ctx.question(kind, &prompt, choices, &fingerprint, "has a question");
+    q.request["body"] = json!(body);
+    q.request["allow_other"] = json!(true);
+    q.request["other_max_length"] = json!(TEXT_MAX_LIMIT);
+    if multi {
+        // Claude's dialog takes any number of options, and "Other" beside them.
+        q.request["min_selections"] = json!(1);
+        q.request["max_selections"] = json!(options.len() + 1);
+    }
+    q.option_labels = labels;
+    q.multi = multi;
+    Ok(Some(q))
+}
+
+/// What a tool call looks like to the person (SPEC §13.1): a one-line prompt and a body
+/// holding, whole and exact, what runs.
+pub fn describe(
     host: Host,
     tool: &str,
     input: &Value,
     mcp_server: Option<&Value>,
-) -> String {
-    let s = |k: &str| input[k].as_str().unwrap_or("").trim().to_string();
+    project: Option<&str>,
+) -> Shown {
+    let s = |k: &str| one_line(input[k].as_str().unwrap_or(""));
+    let exact = |k: &str| input[k].as_str().unwrap_or("").to_string();
+    let within = project
+        .map(|p| format!(" in {}", one_line(p)))
+        .unwrap_or_default();
+    let shown = |prompt: String, body: String| Shown {
+        prompt,
+        body: (!body.is_empty()).then_some(body),
+    };
     match tool {
         "Bash" => {
-            let command = s("command");
             let description = s("description");
             if host == Host::Codex {
                 if let Some(domain) = description.strip_prefix("network-access ") {
-                    return format!("Allow network access to {}?\n\n$ {command}", domain.trim());
+                    let prompt = format!("Allow network access to {}?", domain.trim());
+                    return shown(prompt, exact("command"));
                 }
             }
-            let mut p = format!("Run this command?\n\n$ {command}");
+            let mut prompt = format!("Run a command{within}?");
             if !description.is_empty() {
-                p.push_str(&format!("\n\n{description}"));
+                prompt.push_str(&format!(" — {}", truncate(&description, DESCRIPTION_MAX)));
             }
-            p
+            shown(prompt, exact("command"))
         }
-        "apply_patch" => format!("Apply this patch?\n\n{}", s("command")),
+        "apply_patch" => {
+            let patch = exact("command");
+            let files = patch
+                .lines()
+                .filter(|l| {
+                    ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                })
+                .count();
+            let prompt = match files {
+                1 => format!("Apply a patch to 1 file{within}?"),
+                n => format!("Apply a patch to {n} files{within}?"),
+            };
+            shown(prompt, patch)
+        }
         "Edit" => {
-            let mut p = format!("Edit {}?\n\n", s("file_path"));
-            p.push_str(&preview_lines(&s("old_string"), "- "));
-            p.push('\n');
-            p.push_str(&preview_lines(&s("new_string"), "+ "));
-            if input["replace_all"].as_bool() == Some(true) {
-                p.push_str("\n\n(replace every occurrence)");
-            }
-            p
+            let all = input["replace_all"].as_bool() == Some(true);
+            let prompt = match all {
+                true => format!("Edit {} (every occurrence)?", s("file_path")),
+                false => format!("Edit {}?", s("file_path")),
+            };
+            shown(prompt, edit_diff(&exact("file_path"), input))
         }
         "MultiEdit" => {
-            let n = input["edits"].as_array().map_or(0, Vec::len);
-            format!("Make {n} edits to {}?", s("file_path"))
+            let edits = input["edits"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            let file = exact("file_path");
+            let body: Vec<String> = edits
+                .iter()
+                .enumerate()
+                .map(|(n, e)| format!("Edit {} of {}\n{}", n + 1, edits.len(), edit_diff(&file, e)))
+                .collect();
+            let prompt = format!("Make {} edits to {}?", edits.len(), s("file_path"));
+            shown(prompt, body.join("\n"))
         }
         "Write" => {
-            let content = input["content"].as_str().unwrap_or("");
-            format!(
-                "Write {} ({} lines)?\n\n{}",
+            let content = exact("content");
+            let prompt = format!(
+                "Write {} ({} lines)?",
                 s("file_path"),
-                content.lines().count(),
-                preview_lines(content, "")
-            )
+                content.lines().count()
+            );
+            shown(prompt, content)
         }
-        "ExitPlanMode" => format!("Approve this plan?\n\n{}", s("plan")),
+        "ExitPlanMode" => shown("Approve this plan?".into(), exact("plan")),
         _ if tool.starts_with("mcp__") => {
             let rest = &tool["mcp__".len()..];
             let (server, name) = match rest.split_once("__") {
@@ -314,89 +489,105 @@ pub fn permission_prompt(
                 .and_then(|m| m["name"].as_str())
                 .map(str::to_string)
                 .unwrap_or(server);
-            format!(
-                "Call MCP tool {name} on server {server}?\n\n{}",
-                pretty_args(input)
-            )
+            let prompt = format!(
+                "Call MCP tool {} on server {}?",
+                one_line(&name),
+                one_line(&server)
+            );
+            shown(prompt, pretty_json(input))
         }
-        _ => format!("Allow {tool}?\n\n{}", pretty_args(input)),
+        _ => shown(format!("Allow {}?", one_line(tool)), pretty_json(input)),
     }
 }
 
-/// The first lines of a text, each with a prefix, so a preview stays short.
-fn preview_lines(text: &str, prefix: &str) -> String {
-    const MAX_LINES: usize = 12;
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out: Vec<String> = lines
-        .iter()
-        .take(MAX_LINES)
-        .map(|l| format!("{prefix}{l}"))
-        .collect();
-    if lines.len() > MAX_LINES {
-        out.push(format!(
-            "{prefix}… ({} more lines)",
-            lines.len() - MAX_LINES
-        ));
+/// An Edit's change as a unified diff of `old_string` → `new_string`, every line of both
+/// shown, with `replace_all` stated.
+fn edit_diff(file: &str, edit: &Value) -> String {
+    let old = edit["old_string"].as_str().unwrap_or("");
+    let new = edit["new_string"].as_str().unwrap_or("");
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut out = match edit["replace_all"].as_bool() {
+        Some(true) => "replace_all: true (every occurrence in the file is replaced)\n",
+        _ => "replace_all: false (one occurrence is replaced)\n",
     }
-    out.join("\n")
+    .to_string();
+    // Edit strings rarely end in a newline; say so only when the two ends differ.
+    let hint = old.ends_with('\n') != new.ends_with('\n');
+    out.push_str(
+        &diff
+            .unified_diff()
+            .context_radius(usize::MAX / 4)
+            .missing_newline_hint(hint)
+            .header(file, file)
+            .to_string(),
+    );
+    out
 }
 
-fn pretty_args(input: &Value) -> String {
-    match input.as_object() {
-        Some(map) if !map.is_empty() => map
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => format!("{k}: {s}"),
-                other => format!("{k}: {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => "(no arguments)".into(),
-    }
+fn pretty_json(input: &Value) -> String {
+    serde_json::to_string_pretty(input).unwrap_or_default()
 }
 
+/// White space (newlines included) folded into single spaces: prompts are one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Claude's "Always allow" suggestions in full: every rule with its behavior, every mode
+/// and directory, and where each is saved. An entry of a type we do not know is shown as
+/// its JSON, so nothing it would do is left out.
 fn describe_suggestions(suggestions: &Value) -> String {
-    let parts: Vec<String> = suggestions
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| match x.as_str() {
+                Some(s) => s.to_string(),
+                None => x.to_string(),
+            })
+            .collect()
+    };
+    let rules = |v: &Value| -> String {
+        let rules: Vec<String> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let tool = r["toolName"].as_str().unwrap_or("?");
+                match r["ruleContent"].as_str() {
+                    Some(c) => format!("{tool}({c})"),
+                    None => tool.to_string(),
+                }
+            })
+            .collect();
+        rules.join(", ")
+    };
+    let lines: Vec<String> = suggestions
         .as_array()
         .into_iter()
         .flatten()
         .map(|s| {
             let dest = s["destination"].as_str().unwrap_or("settings");
-            match s["type"].as_str().unwrap_or("") {
-                "addRules" => {
-                    let rules: Vec<String> = s["rules"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|r| {
-                            let tool = r["toolName"].as_str().unwrap_or("?");
-                            match r["ruleContent"].as_str() {
-                                Some(c) => format!("{tool}({c})"),
-                                None => tool.to_string(),
-                            }
-                        })
-                        .collect();
-                    format!("allow {} ({dest})", rules.join(", "))
+            let behavior = s["behavior"].as_str().unwrap_or("allow");
+            let what = match s["type"].as_str().unwrap_or("") {
+                "addRules" => format!("add {behavior} rules: {}", rules(&s["rules"])),
+                "replaceRules" => {
+                    format!("replace the {behavior} rules with: {}", rules(&s["rules"]))
                 }
-                "setMode" => format!(
-                    "switch to {} mode ({dest})",
-                    s["mode"].as_str().unwrap_or("?")
-                ),
-                "addDirectories" => format!(
-                    "allow access to {} ({dest})",
-                    s["directories"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                other => format!("{other} ({dest})"),
-            }
+                "removeRules" => format!("remove {behavior} rules: {}", rules(&s["rules"])),
+                "setMode" => format!("switch to {} mode", s["mode"].as_str().unwrap_or("?")),
+                "addDirectories" => {
+                    format!("allow access to {}", list(&s["directories"]).join(", "))
+                }
+                "removeDirectories" => {
+                    format!("remove access to {}", list(&s["directories"]).join(", "))
+                }
+                _ => return format!("- {}", canonical(s)),
+            };
+            format!("- {what} (saved to {dest})")
         })
         .collect();
-    format!("Also: {}", parts.join("; "))
+    format!("Also:\n{}", lines.join("\n"))
 }
 
 fn str_field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a str> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
-use super::decision::Decision;
+use super::decision::{Decision, Event};
 use super::payload::{self, Host, Plan, Question};
 use super::transcript;
 use crate::client::{self, Client, ClientError};
@@ -34,6 +34,10 @@ enum Fallback {
     UnknownChoice,
     #[error("the broker sent an unexpected record")]
     BadRecord,
+    #[error(
+        "what runs is too large to show remotely; the person was told to answer at the terminal"
+    )]
+    TooLarge,
 }
 
 /// What was opened so far, so every exit path can withdraw it.
@@ -48,12 +52,18 @@ struct Opened {
 type Shared = Arc<Mutex<Opened>>;
 
 /// Asks the question(s) for one host payload; `None` means "print nothing".
-pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
+pub fn ask(host: Host, event: Event, budget: Duration, stdin: &[u8]) -> Option<Decision> {
     let started = std::time::Instant::now();
     let payload: Value = serde_json::from_slice(stdin).ok()?;
     let ttl = (budget.as_secs() + 30).clamp(30, 3600);
     let paths = Paths::from_env().ok()?;
     let _log = crate::logging::init_blocking(&paths, "hook", "info");
+    if event == Event::PreToolUse && !pre_tool_use_asks(&payload) {
+        tracing::info!(
+            "PreToolUse outside its case; the PermissionRequest path or the host decides"
+        );
+        return None;
+    }
     let plan = match payload::plan(host, &payload, ttl) {
         Ok(p) => p,
         Err(e) => {
@@ -119,6 +129,16 @@ pub fn ask(host: Host, budget: Duration, stdin: &[u8]) -> Option<Decision> {
     })
 }
 
+/// The PreToolUse path asks only for AskUserQuestion in a permission mode other than
+/// `default`: there Claude offers the question to no PermissionRequest hook, while in
+/// `default` mode that path asks (never both). A payload without a mode stays silent.
+fn pre_tool_use_asks(payload: &Value) -> bool {
+    payload["tool_name"] == "AskUserQuestion"
+        && payload["permission_mode"]
+            .as_str()
+            .is_some_and(|m| m != "default")
+}
+
 async fn run(
     host: Host,
     paths: &Paths,
@@ -156,22 +176,70 @@ async fn run(
             let mut answers = Map::new();
             for (q, id) in questions.iter().zip(&ids) {
                 let record = answered(&client, id, deadline).await?;
-                let choice = choice_of(&record)?;
-                let label = q
-                    .option_labels
-                    .iter()
-                    .find(|(cid, _)| cid == choice)
-                    .map(|(_, label)| label.clone())
-                    .ok_or(Fallback::UnknownChoice)?;
                 let text = q.question_text.clone().ok_or(Fallback::BadRecord)?;
-                answers.insert(text, Value::String(label));
+                answers.insert(text, Value::String(answer_of(q, &record)?));
             }
             let mut input = tool_input;
             let obj = input.as_object_mut().ok_or(Fallback::BadRecord)?;
             obj.insert("answers".into(), Value::Object(answers));
             Ok(Decision::AllowWithInput(input))
         }
+        Plan::TooLarge { notification } => {
+            if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
+                tracing::warn!(error = %e, "notification not posted");
+            }
+            Err(Fallback::TooLarge)
+        }
     }
+}
+
+/// An AskUserQuestion answer as Claude's own dialog writes it: the chosen label, or the
+/// "Other" text; for multiSelect the labels in the order offered, then the Other text,
+/// joined by `, ` (an item holding `, ` or `"` is written as a JSON string).
+fn answer_of(q: &Question, record: &Value) -> Result<String, Fallback> {
+    let response = &record["response"];
+    let label = |id: &str| {
+        q.option_labels
+            .iter()
+            .find(|(cid, _)| cid == id)
+            .map(|(_, label)| label.clone())
+            .ok_or(Fallback::UnknownChoice)
+    };
+    let other = response["text"].as_str().map(str::to_string);
+    if !q.multi {
+        return match (response["choice_id"].as_str(), other) {
+            (Some(id), None) => label(id),
+            (None, Some(text)) => Ok(text),
+            _ => Err(Fallback::UnknownChoice),
+        };
+    }
+    let chosen: Vec<&str> = response["choice_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut items: Vec<String> = Vec::new();
+    for (id, l) in &q.option_labels {
+        if chosen.contains(&id.as_str()) {
+            items.push(l.clone());
+        }
+    }
+    if items.len() != chosen.len() {
+        return Err(Fallback::UnknownChoice);
+    }
+    items.extend(other);
+    if items.is_empty() {
+        return Err(Fallback::UnknownChoice);
+    }
+    Ok(items
+        .iter()
+        .map(|i| match i.contains(", ") || i.contains('"') {
+            true => Value::String(i.clone()).to_string(),
+            false => i.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// Opens one question and its notification; returns the interaction id.

@@ -73,6 +73,28 @@ pub fn render_visible(s: &str) -> String {
     out
 }
 
+/// Serialised JSON made safe for a terminal: every escaped code point inside a string
+/// becomes a `\uXXXX` escape (a surrogate pair above U+FFFF). The JSON means exactly the
+/// same; only its bytes change. (serde_json already escapes C0; this adds DEL, C1, bidi
+/// controls and default-ignorables.)
+pub fn json_for_terminal(json: &str) -> String {
+    if !json.chars().any(is_escaped) {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_escaped(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `s` cut into plain text, escaped code points and mixed-script words, in order. The
 /// concatenated `text` of the segments is [`render_visible`]`(s)`.
 pub fn display_segments(s: &str) -> Vec<Segment> {
@@ -239,6 +261,15 @@ mod tests {
             "ok⟨U+001B⟩[2K⟨U+000D⟩rm -rf ~⟨U+001B⟩]8;;http://evil⟨U+001B⟩\\link⟨U+001B⟩]8;;⟨U+0007⟩⟨U+007F⟩⟨U+0085⟩⟨U+009B⟩"
         );
         assert_eq!(render_visible("a\tb\nc"), "a\tb\nc");
+    }
+
+    #[test]
+    fn json_for_a_terminal_means_the_same_and_shows_no_raw_control() {
+        let v = serde_json::json!({"prompt": "a\u{202E}b\u{7f}\u{E0041}\u{1b}[2K"});
+        let s = json_for_terminal(&v.to_string());
+        assert!(!s.chars().any(is_escaped), "{s}");
+        assert_eq!(s, r#"{"prompt":"a\u202eb\u007f\udb40\udc41\u001b[2K"}"#);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
     }
 
     #[test]

@@ -13,6 +13,8 @@ use super::config::{self, Provider, RelayConfig, Route};
 use super::device::{Answer, Device, DeviceError};
 use super::pairing::{self, PairingCode};
 use super::server::{self, ServeOptions};
+use super::wire::QuestionView;
+use crate::model::render::render_visible;
 use crate::paths::Paths;
 
 /// Default port of `relay serve` (0 = ephemeral).
@@ -196,10 +198,11 @@ pub enum DeviceCommand {
     Answer {
         /// The interaction id shown by `inbox`.
         id: String,
-        /// The chosen choice id.
-        #[arg(long, conflicts_with = "text", required_unless_present = "text")]
-        choice: Option<String>,
-        /// The text answer (text questions).
+        /// The chosen choice id; repeat it for a multi_choice question.
+        #[arg(long, required_unless_present = "text")]
+        choice: Vec<String>,
+        /// The text answer (text questions), or the "Other" text of a choice question that
+        /// allows one.
         #[arg(long)]
         text: Option<String>,
         /// Idempotency key of this answer (default: a new random one).
@@ -239,7 +242,8 @@ pub enum RelayCliError {
 type Result<T> = std::result::Result<T, RelayCliError>;
 
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    let json = serde_json::to_string_pretty(v).unwrap_or_default();
+    println!("{}", crate::model::render::json_for_terminal(&json));
 }
 
 /// Runs one `agentnotify relay …` command.
@@ -545,6 +549,44 @@ fn route(config_file: &std::path::Path, cmd: RouteCommand) -> Result<()> {
     Ok(())
 }
 
+/// One inbox question, whole, every field rendered under SPEC §13.2.
+fn print_question(q: &QuestionView) {
+    let shown = |s: &str| render_visible(s).replace('\n', "\n    ");
+    println!(
+        "{}  {}  {}{}  (expires {})",
+        q.id,
+        q.kind.as_str(),
+        shown(&q.agent),
+        q.project
+            .as_deref()
+            .map(|p| format!("/{}", shown(p)))
+            .unwrap_or_default(),
+        q.expires_at
+    );
+    println!("    {}", shown(&q.prompt));
+    if let Some(body) = &q.body {
+        println!("    ---- {} lines ----", body.lines().count());
+        println!("    {}", shown(body));
+        println!("    ----");
+    }
+    for c in &q.choices {
+        match &c.detail {
+            Some(d) => println!("    [{}] {} — {}", c.id, shown(&c.label), shown(d)),
+            None => println!("    [{}] {}", c.id, shown(&c.label)),
+        }
+    }
+    if let (Some(min), Some(max)) = (q.min_selections, q.max_selections) {
+        println!("    (choose {min} to {max}: repeat --choice)");
+    }
+    if q.allow_other {
+        let n = q.other_max_length.unwrap_or(500);
+        println!("    (or answer in your own words with --text, up to {n} characters)");
+    }
+    if let Some(n) = q.text_max_length {
+        println!("    (text answer, up to {n} characters)");
+    }
+}
+
 async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
     let dir_of = |d: DeviceDir| {
         d.device_dir
@@ -583,24 +625,7 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                     println!("no questions waiting");
                 }
                 for q in &questions {
-                    println!(
-                        "{}  {}  {}{}  (expires {})",
-                        q.id,
-                        q.kind.as_str(),
-                        q.agent,
-                        q.project
-                            .as_deref()
-                            .map(|p| format!("/{p}"))
-                            .unwrap_or_default(),
-                        q.expires_at
-                    );
-                    println!("    {}", q.prompt.replace('\n', "\n    "));
-                    for c in &q.choices {
-                        println!("    [{}] {}", c.id, c.label);
-                    }
-                    if let Some(n) = q.text_max_length {
-                        println!("    (text answer, up to {n} characters)");
-                    }
+                    print_question(q);
                 }
                 if unreadable > 0 {
                     println!(
@@ -619,14 +644,12 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
             dir,
         } => {
             let d = Device::load(&dir_of(dir))?;
-            let answer = match (choice, text) {
-                (Some(c), None) => Answer::Choice(c),
-                (None, Some(t)) => Answer::Text(t),
-                _ => {
-                    return Err(RelayCliError::Usage(
-                        "give exactly one of --choice or --text".into(),
-                    ))
-                }
+            let mut choice = choice;
+            let answer = match (choice.len(), text) {
+                (1, None) => Answer::Choice(choice.remove(0)),
+                (0, Some(t)) => Answer::Text(t),
+                (0, None) => return Err(RelayCliError::Usage("give --choice or --text".into())),
+                (_, t) => Answer::Choices(choice, t),
             };
             let response_id = d.answer(&id, &answer, response_id).await?;
             let verdict = if timeout == 0 {

@@ -18,6 +18,7 @@ use super::wire::{
     answer_event_id, question_event_id, AnswerPayload, AnswerPost, AnswerResult, Envelope,
     QuestionPayload, QuestionView, CONTRACT_VERSION, INTERACTION_REQUEST,
 };
+use crate::model::Kind;
 use crate::secret::Secret;
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,8 @@ fn state_file(dir: &Path) -> PathBuf {
 pub enum Answer {
     Choice(String),
     Text(String),
+    /// Several choices (a multi_choice), with an optional "Other" text.
+    Choices(Vec<String>, Option<String>),
 }
 
 /// One opened question in the inbox.
@@ -245,9 +248,13 @@ impl Device {
         response_id: &str,
         answer: &Answer,
     ) -> AnswerPayload {
-        let (choice_id, text) = match answer {
-            Answer::Choice(c) => (Some(c.clone()), None),
-            Answer::Text(t) => (None, Some(t.clone())),
+        // A multi_choice takes `choice_ids`, however many were chosen.
+        let multi = question.kind == Kind::MultiChoice;
+        let (choice_id, choice_ids, text) = match answer {
+            Answer::Choice(c) if multi => (None, Some(vec![c.clone()]), None),
+            Answer::Choice(c) => (Some(c.clone()), None, None),
+            Answer::Text(t) => (None, None, Some(t.clone())),
+            Answer::Choices(ids, t) => (None, Some(ids.clone()), t.clone()),
         };
         AnswerPayload {
             contract_version: CONTRACT_VERSION.into(),
@@ -256,6 +263,7 @@ impl Device {
             request_digest: question.request_digest.clone(),
             nonce: question.nonce.clone(),
             choice_id,
+            choice_ids,
             text,
             installation_id: self.state.installation_id.clone(),
             device_id: self.state.device_id.clone(),

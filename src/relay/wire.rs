@@ -113,6 +113,9 @@ pub struct AnswerPayload {
     pub nonce: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice_id: Option<String>,
+    /// A multi_choice answer (sealed answers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     pub installation_id: String,

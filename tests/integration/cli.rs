@@ -57,10 +57,11 @@ fn ask_list_get_wait_respond_cancel_round_trip() {
     );
     let q = json_of(&out);
     let id = q["id"].as_str().unwrap();
-    // The same question as the first digest test vector, so the same digest.
+    // The first digest test vector's question, hashed in the v2 encoding (SPEC §13.4).
+    let canonical = r#"["agentnotify.interaction.v2","permission","codex","shop","sess-1","Deploy to prod?",null,[["allow-once","Allow once",null],["deny","Deny",null]],null,null,null]"#;
     assert_eq!(
-        q["request_digest"],
-        "39e77cc72c51eec5bac39fbd89073b3e915d1020a4602201ba7f06f3c650c2dd"
+        q["request_digest"].as_str().unwrap(),
+        agentnotify::model::digest::hex_sha256(canonical.as_bytes())
     );
     let detailed = json_of(&run(
         &home,

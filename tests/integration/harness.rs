@@ -173,7 +173,19 @@ fn fresh_claude_install_writes_the_spec_group() {
         "hooks": [
           {{
             "type": "command",
-            "command": "{} claude ask-permission --timeout 590",
+            "command": "{exe} claude ask-permission --timeout 590",
+            "timeout": 600
+          }}
+        ]
+      }}
+    ],
+    "PreToolUse": [
+      {{
+        "matcher": "AskUserQuestion",
+        "hooks": [
+          {{
+            "type": "command",
+            "command": "{exe} claude pre-tool-use --timeout 590",
             "timeout": 600
           }}
         ]
@@ -182,7 +194,7 @@ fn fresh_claude_install_writes_the_spec_group() {
   }}
 }}
 "#,
-        sb.exe()
+        exe = sb.exe()
     );
     assert_eq!(read(&sb.claude_settings()), expected);
     assert!(!bak(&sb.claude_settings()).exists(), "nothing to back up");
@@ -258,12 +270,17 @@ fn unrelated_keys_other_hooks_and_order_survive() {
         "other tool's group first, untouched"
     );
     assert_eq!(groups[1]["matcher"], "*");
-    // Everything but our group is exactly the original.
+    let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(
+        pre[0], original["hooks"]["PreToolUse"][0],
+        "theirs first, untouched"
+    );
+    assert_eq!(pre[1]["matcher"], "AskUserQuestion");
+    // Everything but our groups is exactly the original.
     let mut without_ours = doc.clone();
-    without_ours["hooks"]["PermissionRequest"]
-        .as_array_mut()
-        .unwrap()
-        .pop();
+    for event in ["PermissionRequest", "PreToolUse"] {
+        without_ours["hooks"][event].as_array_mut().unwrap().pop();
+    }
     assert_eq!(without_ours, original);
 }
 

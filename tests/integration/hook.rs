@@ -110,71 +110,78 @@ async fn every_fixture_becomes_a_clear_question_and_the_answer_its_exact_decisio
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);
     let api = home.api();
-    let cases: &[(&str, &str, &[&str], bool)] = &[
+    // (host, fixture, the one-line prompt, what the body holds, Always allow offered).
+    // `None` as the body means: exactly the tool input's `command`, whole.
+    type Case<'a> = (&'a str, &'a str, &'a str, Option<&'a [&'a str]>, bool);
+    let cases: &[Case] = &[
         (
             "claude",
             "claude-bash.json",
-            &[
-                "rm -rf node_modules && npm ci",
-                "Reinstall dependencies from the lockfile",
-            ],
+            "Run a command in shop? — Reinstall dependencies from the lockfile",
+            None,
             true,
         ),
         (
             "claude",
             "claude-live-bash.json",
-            &["touch /home/dev/proofs/proof", "create proof file"],
+            "Run a command in shop? — create proof file",
+            None,
             true,
         ),
         (
             "claude",
             "claude-edit.json",
-            &[
-                "Edit /home/dev/shop/src/cart.ts",
-                "- if (qty) return total",
-                "+ if (qty != null) return total",
-            ],
+            "Edit /home/dev/shop/src/cart.ts?",
+            Some(&[
+                "replace_all: false",
+                "--- /home/dev/shop/src/cart.ts\n+++ /home/dev/shop/src/cart.ts\n",
+                "\n-if (qty) return total\n",
+                "\n+if (qty != null) return total\n",
+            ]),
             true,
         ),
         (
             "claude",
             "claude-mcp.json",
-            &["create_issue", "github", "Checkout crashes on empty cart"],
+            "Call MCP tool create_issue on server github?",
+            Some(&[
+                "{\n  \"owner\": \"acme\",",
+                "\"body\": \"Steps: open cart, press pay.\"\n}",
+            ]),
             false,
         ),
         (
             "codex",
             "codex-bash.json",
-            &[
-                "cargo publish --dry-run",
-                "Do you want to run a publish dry run?",
-            ],
+            "Run a command in shop? — Do you want to run a publish dry run?",
+            None,
             false,
         ),
         (
             "codex",
             "codex-live-bash.json",
-            &["echo ran > /home/dev/shop/marker.txt"],
+            "Run a command in shop? — Allow the fake model to run this command?",
+            None,
             false,
         ),
         (
             "codex",
             "codex-apply-patch.json",
-            &["Apply this patch?", "+pub fn total() -> u32 { 42 }"],
+            "Apply a patch to 1 file in shop?",
+            None,
             false,
         ),
         (
             "codex",
             "codex-network.json",
-            &[
-                "Allow network access to static.crates.io?",
-                "curl https://static.crates.io/index",
-            ],
+            "Allow network access to static.crates.io?",
+            None,
             false,
         ),
     ];
-    for (i, (host, file, shown, always)) in cases.iter().enumerate() {
+    for (i, (host, file, prompt, body, always)) in cases.iter().enumerate() {
         let payload = fixture(file);
+        let sent: Value = serde_json::from_str(&payload).unwrap();
         let session = session_of(&payload);
         // Other cases share a session id; answer them one at a time.
         let hook = RunningHook::start(&home, host, &payload, &[]);
@@ -188,9 +195,18 @@ async fn every_fixture_becomes_a_clear_question_and_the_answer_its_exact_decisio
             q["key"].as_str().unwrap().starts_with(&format!("{host}-")),
             "{file}"
         );
-        let prompt = q["prompt"].as_str().unwrap();
-        for s in *shown {
-            assert!(prompt.contains(s), "{file}: prompt lacks {s:?}:\n{prompt}");
+        assert_eq!(q["prompt"], *prompt, "{file}");
+        let shown = q["body"].as_str().unwrap();
+        match body {
+            None => assert_eq!(shown, sent["tool_input"]["command"], "{file}"),
+            Some(parts) => {
+                for part in *parts {
+                    assert!(
+                        shown.contains(part),
+                        "{file}: body lacks {part:?}:\n{shown}"
+                    );
+                }
+            }
         }
         let ids: Vec<&str> = q["choices"]
             .as_array()
@@ -572,14 +588,14 @@ async fn parallel_requests_stay_apart_and_repeats_share_one_question() {
     assert_eq!(qs.len(), 2, "a repeated request opened a new question");
     let q = qs
         .iter()
-        .find(|q| q["prompt"].as_str().unwrap().contains("node_modules"))
+        .find(|q| q["body"].as_str().unwrap().contains("node_modules"))
         .unwrap();
     api.respond(q, Api::answer(q, "r", "allow-once")).await;
     assert_eq!(a.finish(), (0, format!("{ALLOW}\n")));
     assert_eq!(a2.finish(), (0, format!("{ALLOW}\n")));
     let q = qs
         .iter()
-        .find(|q| q["prompt"].as_str().unwrap().contains("npm test"))
+        .find(|q| q["body"].as_str().unwrap().contains("npm test"))
         .unwrap();
     api.respond(q, Api::answer(q, "r", "deny")).await;
     assert_eq!(b.finish(), (0, format!("{DENY}\n")));

@@ -16,3 +16,4 @@ mod relay;
 mod reliability;
 mod support;
 mod ui;
+mod what_runs;

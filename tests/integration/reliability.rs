@@ -362,7 +362,7 @@ async fn two_hundred_waiting_hooks_each_get_their_own_decision_under_load() {
         .collect();
     // Answer every hook's question while the noise flows: even jobs allowed, odd denied.
     for q in &questions {
-        let prompt = q["prompt"].as_str().unwrap();
+        let prompt = q["body"].as_str().unwrap();
         let job: usize = prompt
             .split("make job-")
             .nth(1)
