@@ -385,18 +385,16 @@ pub fn as_text(q: &Question) -> String {
     }
     out.push('\n');
     for (i, c) in q.choices.iter().enumerate() {
-        let detail = c
+        let _ = writeln!(out, "  {}. {}  [{}]", i + 1, shown(&c.label), shown(&c.id));
+        for line in c
             .detail
             .as_deref()
-            .map(|d| format!(" — {}", shown(d)))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  {}. {}{detail}  [{}]",
-            i + 1,
-            shown(&c.label),
-            shown(&c.id)
-        );
+            .map(shown)
+            .iter()
+            .flat_map(|d| d.lines())
+        {
+            let _ = writeln!(out, "       {line}");
+        }
     }
     out.push('\n');
     out

@@ -643,11 +643,21 @@ fn question_lines(q: &Question, width: usize) -> Vec<Line<'static>> {
 fn choice_lines(form: &Form, width: usize) -> Vec<(Option<usize>, Line<'static>)> {
     let q = form.q;
     let mut out = Vec::new();
+    // A row is its prefix ("› [x] 1. ") and its text, wrapped beside the prefix: lines after
+    // the first are indented under the label, and none is wider than the pane.
     let mut push = |row: usize, row_pieces: Vec<Piece>| {
-        for (i, mut l) in wrap_pieces(&row_pieces, width).into_iter().enumerate() {
-            if i > 0 {
-                l.spans.insert(0, Span::from("     "));
-            }
+        let Some(((prefix, style), text)) = row_pieces.split_first() else {
+            return;
+        };
+        let indent = " ".repeat(prefix.chars().count());
+        let room = width.saturating_sub(indent.len());
+        for (i, mut l) in wrap_pieces(text, room).into_iter().enumerate() {
+            let head = if i == 0 {
+                prefix.clone()
+            } else {
+                indent.clone()
+            };
+            l.spans.insert(0, Span::styled(head, *style));
             out.push((Some(row), l));
         }
     };
@@ -681,7 +691,7 @@ fn choice_lines(form: &Form, width: usize) -> Vec<(Option<usize>, Line<'static>)
         let mut p = vec![(format!("{mark} {tick}{} ", number(i)), base)];
         p.extend(pieces(&c.label, base));
         if let Some(d) = &c.detail {
-            p.push((" — ".into(), base));
+            p.push(("\n".into(), base));
             p.extend(pieces(d, base));
         }
         push(i, p);
@@ -744,6 +754,27 @@ mod tests {
         assert_eq!(wrap("a\nb", 10), vec!["a", "b"]);
         assert_eq!(wrap("aaaaaaaaaa", 4), vec!["aaaa", "aaaa", "aa"]);
         assert_eq!(wrap("one two three", 8), vec!["one two ", "three"]);
+    }
+
+    #[test]
+    fn choice_rows_wrap_under_their_label_and_never_overflow() {
+        let q = question(
+            "multi_choice",
+            json!({"choices": [
+                {"id": "a", "label": "Always allow", "detail": "Also:\n- add allow rules: Bash(npm ci:*)"},
+                {"id": "b", "label": "B"}]}),
+        );
+        let form = Form::new(&q);
+        let lines: Vec<String> = choice_lines(&form, 24)
+            .into_iter()
+            .map(|(_, l)| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert!(lines.iter().all(|l| l.chars().count() <= 24), "{lines:#?}");
+        assert_eq!(lines[0], "› [ ] 1. Always allow");
+        assert_eq!(lines[1], "         Also:");
+        assert!(lines[2].starts_with("         - add allow "), "{lines:#?}");
+        let all: String = lines.concat().split_whitespace().collect();
+        assert!(all.contains("Bash(npmci:*)"), "nothing dropped: {all}");
     }
 
     #[test]

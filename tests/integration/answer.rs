@@ -299,7 +299,8 @@ async fn attack_strings_are_shown_as_code_points_and_never_reach_the_terminal_ra
         "https://git⟨U+200D⟩hub.com/org/repo",
         "curl https://pаypal.com/login",
         "claude⟨U+001B⟩[31m",
-        "Run⟨U+202E⟩nuR — zero⟨U+200B⟩width",
+        "1. Run⟨U+202E⟩nuR",
+        "     zero⟨U+200B⟩width",
         "Run this? echo safe⟨U+001B⟩[2K",
         "┌─ 6 lines",
         "⚠ “pаypal” mixes scripts: Cyrillic, Latin",
@@ -425,7 +426,8 @@ async fn multi_choice_ticks_and_other_text_answer_in_one_go() {
     assert!(
         screen.contains("[x] 1. Unit tests")
             && screen.contains("[ ] 2. Lint")
-            && screen.contains("[x] 3. End-to-end — Slow"),
+            && screen.contains("[x] 3. End-to-end")
+            && screen.contains("         Slow"),
         "{screen}"
     );
     t.keys(&["Down"]);
