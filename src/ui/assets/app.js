@@ -303,8 +303,10 @@
     );
   }
 
+  // A permission prompt without a body is the command itself (records from before bodies):
+  // monospace. With a body, the prompt is a one-line summary and the body is the code.
   function promptEl(q, id) {
-    const tag = q.kind === 'permission' ? 'pre' : 'p';
+    const tag = q.kind === 'permission' && !q.display.body ? 'pre' : 'p';
     return el(tag, { class: 'prompt', id }, segs(q.display.prompt));
   }
 
@@ -613,7 +615,7 @@
     return el(
       'details',
       { class: 'body' },
-      el('summary', { text: n === 1 ? '1 line' : `${n} lines` }),
+      el('summary', { text: `Show the body (${n === 1 ? '1 line' : `${n} lines`})` }),
       el('pre', { class: 'body-text' }, segs(h.display.body)),
     );
   }
