@@ -127,6 +127,36 @@ mod tests {
     use crate::model::InteractionRequest;
 
     #[test]
+    fn who_asks_and_text_answers_are_rendered_too() {
+        let req = InteractionRequest::from_json(&serde_json::json!({
+            "kind": "text", "prompt": "Name?", "agent": "claude\u{202e}", "project": "sh\u{200b}op"
+        }))
+        .unwrap();
+        let mut record = req.into_interaction(Timestamp::now());
+        record.response = Some(crate::model::Response {
+            response_id: "r1".into(),
+            choice_id: None,
+            choice_ids: None,
+            text: Some("ok\u{1b}[2K".into()),
+            source: "cli".into(),
+            device_id: None,
+            created_at: Timestamp::now(),
+        });
+        let v = serde_json::to_value(InteractionView::from(&record)).unwrap();
+        let text = |segs: &serde_json::Value| -> String {
+            segs.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["text"].as_str().unwrap())
+                .collect()
+        };
+        assert_eq!(text(&v["meta_display"]["agent"]), "claude⟨U+202E⟩");
+        assert_eq!(text(&v["meta_display"]["project"]), "sh⟨U+200B⟩op");
+        assert_eq!(text(&v["response"]["text_display"]), "ok⟨U+001B⟩[2K");
+        assert_eq!(v["response"]["text"], "ok\u{1b}[2K", "the exact text stays");
+    }
+
+    #[test]
     fn the_view_never_carries_the_nonce() {
         let req = InteractionRequest::from_json(&serde_json::json!({
             "prompt": "rm -rf build", "agent": "claude", "project": "shop"
