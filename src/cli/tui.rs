@@ -522,42 +522,65 @@ fn cut(s: &str, width: usize) -> String {
 fn draw_question(f: &mut Frame, form: &mut Form) {
     let q = form.q;
     let area = f.area();
+    let width = area.width as usize;
+    // Who asks, and the help or the last hint: wrapped, never cut.
+    let top = wrap_pieces(
+        &[(
+            format!(
+                "{} · asked {} ago · {}",
+                shown(&heading(q)),
+                age(&q.created_at),
+                time_left(&q.expires_at)
+            ),
+            Style::new().bold(),
+        )],
+        width,
+    );
+    let help = match &form.hint {
+        Some(h) => (h.clone(), Style::new().bold()),
+        None if q.is_text() => (
+            "type · Enter send · PgUp/PgDn scroll · Esc back · Ctrl-C quit".into(),
+            Style::new().dim(),
+        ),
+        None if q.is_multi() => (
+            "↑↓ move · Space/1-9 tick · Enter send · PgUp/PgDn scroll · Esc back · q quit".into(),
+            Style::new().dim(),
+        ),
+        None => (
+            "↑↓ or 1-9 choose · Enter send · PgUp/PgDn scroll · Esc back · q quit".into(),
+            Style::new().dim(),
+        ),
+    };
+    let foot = wrap_pieces(&[help], width);
     let choice_lines = choice_lines(form, area.width.saturating_sub(4) as usize);
     let choice_rows = choice_lines.len() as u16 + 2;
     let max_choices = (area.height / 2).max(3);
-    let [top, question, choices, foot] = Layout::vertical([
-        Constraint::Length(1),
+    let [top_area, question, choices, foot_area] = Layout::vertical([
+        Constraint::Length(top.len() as u16),
         Constraint::Min(3),
         Constraint::Length(choice_rows.min(max_choices)),
-        Constraint::Length(1),
+        Constraint::Length(foot.len() as u16),
     ])
     .areas(area);
-
-    let top_line = format!(
-        "{} · asked {} ago · {}",
-        shown(&heading(q)),
-        age(&q.created_at),
-        time_left(&q.expires_at)
-    );
-    f.render_widget(Paragraph::new(top_line.bold()), top);
+    f.render_widget(Paragraph::new(top), top_area);
 
     let lines = question_lines(q, question.width.saturating_sub(4) as usize);
     let inner = question.height.saturating_sub(2) as usize;
     form.page = inner.saturating_sub(1).max(1);
     let last_start = lines.len().saturating_sub(inner);
     form.scroll = form.scroll.min(last_start);
-    let mut block = framed(" Question ");
-    if lines.len() > inner {
+    // When it does not fit, the title says which lines are shown: a tail is never unseen.
+    let title = if lines.len() > inner {
         let end = (form.scroll + inner).min(lines.len());
-        block = block.title_top(
-            Line::from(format!(
-                " lines {}-{end} of {} · PgUp/PgDn ",
-                form.scroll + 1,
-                lines.len()
-            ))
-            .right_aligned(),
-        );
-    }
+        format!(
+            " Question · lines {}-{end} of {} · PgUp/PgDn ",
+            form.scroll + 1,
+            lines.len()
+        )
+    } else {
+        " Question ".to_string()
+    };
+    let block = framed(title);
     f.render_widget(
         Paragraph::new(lines)
             .block(block)
@@ -592,19 +615,7 @@ fn draw_question(f: &mut Frame, form: &mut Form) {
         choices,
     );
 
-    let help = match &form.hint {
-        Some(h) => Line::from(h.clone().bold()),
-        None if q.is_text() => {
-            Line::from("type · Enter send · PgUp/PgDn scroll · Esc back · Ctrl-C quit".dim())
-        }
-        None if q.is_multi() => Line::from(
-            "↑↓ move · Space/1-9 tick · Enter send · PgUp/PgDn scroll · Esc back · q quit".dim(),
-        ),
-        None => {
-            Line::from("↑↓ or 1-9 choose · Enter send · PgUp/PgDn scroll · Esc back · q quit".dim())
-        }
-    };
-    f.render_widget(Paragraph::new(help), foot);
+    f.render_widget(Paragraph::new(foot), foot_area);
 }
 
 /// The question pane: the prompt, then the body in a frame with its line count, then the
