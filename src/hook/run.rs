@@ -194,8 +194,9 @@ async fn run(
 }
 
 /// An AskUserQuestion answer as Claude's own dialog writes it: the chosen label, or the
-/// "Other" text; for multiSelect the labels in the order offered, then the Other text,
-/// joined by `, ` (an item holding `, ` or `"` is written as a JSON string).
+/// "Other" text; for multiSelect the labels in the order they were chosen (`choice_ids`
+/// keeps it), then the Other text, joined by `, ` (an item holding `, ` or `"` is written
+/// as a JSON string). Checked against the real Claude Code in tests/hosts.
 fn answer_of(q: &Question, record: &Value) -> Result<String, Fallback> {
     let response = &record["response"];
     let label = |id: &str| {
@@ -219,15 +220,10 @@ fn answer_of(q: &Question, record: &Value) -> Result<String, Fallback> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let mut items: Vec<String> = Vec::new();
-    for (id, l) in &q.option_labels {
-        if chosen.contains(&id.as_str()) {
-            items.push(l.clone());
-        }
-    }
-    if items.len() != chosen.len() {
-        return Err(Fallback::UnknownChoice);
-    }
+    let mut items = chosen
+        .iter()
+        .map(|id| label(id))
+        .collect::<Result<Vec<String>, Fallback>>()?;
     items.extend(other);
     if items.is_empty() {
         return Err(Fallback::UnknownChoice);

@@ -209,10 +209,13 @@ trust_level = "trusted"
         return wait_for("the hook's question", probe, QUESTION_LIMIT, 0.2)
 
     def respond(self, item: dict[str, Any], choice: str) -> dict[str, Any]:
+        return self.respond_with(item, "--choice", choice)
+
+    def respond_with(self, item: dict[str, Any], *answer: str) -> dict[str, Any]:
+        """Answers with any of --choice / --choice-ids / --text."""
         self.answered.add(item["id"])
         r = self.run(AGENTNOTIFY, "interactions", "respond", item["id"],
-                     "--digest", item["request_digest"], "--nonce", item["nonce"],
-                     "--choice", choice)
+                     "--digest", item["request_digest"], "--nonce", item["nonce"], *answer)
         return json.loads(r.stdout)
 
     def status_of(self, item_id: str) -> str:
@@ -422,7 +425,8 @@ class ClaudeTests(HostTest):
         claude = w.claude_print()
         q = w.question(claude)
         self.assertEqual((q["agent"], q["kind"], q["project"]), ("claude", "permission", "shop"))
-        self.assertIn(f"$ {MARKER_CMD}", q["prompt"])
+        self.assertEqual(q["prompt"], "Run a command in shop? — Create the marker file")
+        self.assertEqual(q["body"], MARKER_CMD, "the body is exactly what runs")
         self.assertEqual([c["id"] for c in q["choices"]], ["allow-once", "allow-always", "deny"],
                          "Claude sends permission_suggestions, so Always allow is offered")
         w.respond(q, "allow-once")
@@ -505,14 +509,14 @@ class ClaudeTests(HostTest):
         path = "notes.txt"
         w, claude = self.write_then_edit_world(path)
         write_q = w.question(claude)
-        self.assertTrue(write_q["prompt"].startswith(f"Write {w.proj}/{path} (1 lines)?"),
-                        write_q["prompt"])
-        self.assertIn("total = 0", write_q["prompt"])
+        self.assertEqual(write_q["prompt"], f"Write {w.proj}/{path} (1 lines)?")
+        self.assertEqual(write_q["body"], "total = 0\n", "the whole content")
         w.respond(write_q, "allow-once")
         edit_q = w.question(claude)
-        self.assertTrue(edit_q["prompt"].startswith(f"Edit {w.proj}/{path}?"), edit_q["prompt"])
-        self.assertIn("- total = 0", edit_q["prompt"])
-        self.assertIn("+ total = 42", edit_q["prompt"])
+        self.assertEqual(edit_q["prompt"], f"Edit {w.proj}/{path}?")
+        self.assertEqual(edit_q["body"], "replace_all: false (one occurrence is replaced)\n"
+                         f"--- {w.proj}/{path}\n+++ {w.proj}/{path}\n"
+                         "@@ -1 +1 @@\n-total = 0\n+total = 42\n")
         w.respond(edit_q, "allow-once")
         self.assertEqual(w.finish(claude), 0, w.tail())
         self.assertEqual((w.proj / path).read_text(), "total = 42\n")
@@ -616,8 +620,9 @@ class CodexTests(HostTest):
         wait_for("the hook to start the broker", w.broker_pid, QUESTION_LIMIT)
         q = w.question(codex)
         self.assertEqual((q["agent"], q["kind"], q["project"]), ("codex", "permission", "shop"))
-        self.assertEqual(q["prompt"], f"Run this command?\n\n$ {MARKER_CMD}\n\n"
+        self.assertEqual(q["prompt"], "Run a command in shop? — "
                                       "Allow the fake model to run this command?")
+        self.assertEqual(q["body"], MARKER_CMD)
         self.assertEqual([c["id"] for c in q["choices"]], ["allow-once", "deny"])
         self.assertTrue(q["turn_id"], "Codex sends a turn id")
         w.respond(q, "allow-once")
@@ -727,12 +732,96 @@ class ClaudeTuiTests(HostTest):
                         {"label": "Blue", "description": "A cool color"}]}]}}],
             "A warm color")
         self.assertEqual((q["kind"], q["prompt"]), ("single_choice", f"Color: {question}"))
+        self.assertEqual(len(w.interactions("--pending")), 1,
+                         "default mode: the PreToolUse hook stayed silent (never both)")
         w.respond(q, next(c["id"] for c in q["choices"] if c["label"] == "Blue"))
         wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
         self.assertNotIn("A warm color", w.screen(), "Claude's own question closed")
         results = w.fake.anthropic_tool_results()
         self.assertEqual(len(results), 1, results)
         self.assertIn(f'"{question}"="Blue"', result_text(results[0]))
+
+    # Several questions in one call: a multiSelect with an "Other" text holding `, ` and
+    # quotes, and a single choice answered with an "Other" text.
+    SEVERAL = [{"name": "AskUserQuestion", "input": {"questions": [
+        {"question": "Which checks should run?", "header": "Checks", "multiSelect": True,
+         "options": [{"label": "Lint", "description": "fast"},
+                     {"label": "Unit, then e2e", "description": "slow"},
+                     {"label": "Fuzz", "description": "slower"}]},
+        {"question": "Which branch?", "header": "Branch", "multiSelect": False,
+         "options": [{"label": "main", "description": "trunk"},
+                     {"label": "release", "description": "rel"}]}]}}]
+    OTHER = 'Say "hi", ok'
+
+    def several(self, mode: str = "default") -> tuple[World, list[dict[str, Any]]]:
+        w = World(self, self.SEVERAL)
+        w.install("claude")
+        w.start_broker()
+        w.seed_claude_tui()
+        w.tui([CLAUDE, "--permission-mode", mode, "Please do the task."])
+        qs = wait_for("both questions", lambda: len(w.interactions("--pending")) == 2
+                      and w.interactions("--pending"), QUESTION_LIMIT, 0.2)
+        wait_for("Claude's own dialog", lambda: "Which checks should run?" in w.screen(),
+                 QUESTION_LIMIT)
+        return w, sorted(qs, key=lambda q: q["prompt"])
+
+    def test_tui_several_questions_multi_select_and_other_answer_as_claudes_dialog(self) -> None:
+        """What Claude's own dialog sends the model, and what a remote answer of the same
+        choices sends it, are the same text: updatedInput.answers has Claude's format."""
+        w, _ = self.several()
+        # In Claude's dialog: Fuzz, then Lint, then an Other text; then Other for the branch.
+        for keys in (["Down", "Down", "Enter"], ["Up", "Up", "Enter"], ["Down", "Down", "Down"],
+                     ["-l", self.OTHER], ["Down", "Enter"], ["Down", "Down"],
+                     ["-l", "hotfix/7"], ["Enter"]):
+            w.keys(*keys)
+            time.sleep(0.3)  # the TUI's key handling is not observable otherwise
+        wait_for("the review screen", lambda: "Submit answers" in w.screen(), QUESTION_LIMIT)
+        w.keys("Enter")
+        wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
+        dialog = result_text(w.fake.anthropic_tool_results()[0])
+        # The order chosen, not the order offered; Other last, quoted as a JSON string.
+        self.assertIn('"Which checks should run?"="Fuzz, Lint, "Say \\"hi\\", ok""', dialog)
+        wait_for("our questions withdrawn", lambda: w.interactions("--pending") == [],
+                 QUESTION_LIMIT, 0.2)
+
+        w, (branch, checks) = self.several()
+        self.assertEqual((checks["kind"], checks["allow_other"]), ("multi_choice", True))
+        self.assertEqual((checks["min_selections"], checks["max_selections"]), (1, 4))
+        self.assertEqual((branch["kind"], branch["allow_other"]), ("single_choice", True))
+        ids = {c["label"]: c["id"] for c in checks["choices"]}
+        w.respond_with(checks, "--choice-ids", f"{ids['Fuzz']},{ids['Lint']}",
+                       "--text", self.OTHER)
+        w.respond_with(branch, "--text", "hotfix/7")
+        wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
+        self.assertNotIn("Submit answers", w.screen(), "Claude's own dialog closed")
+        remote = result_text(w.fake.anthropic_tool_results()[0])
+        self.assertEqual(remote, dialog)
+
+    def test_tui_ask_user_question_outside_default_mode_goes_through_pre_tool_use(self) -> None:
+        """In acceptEdits mode Claude offers AskUserQuestion to no PermissionRequest hook;
+        the PreToolUse hook asks instead, once per question, and its answer is used."""
+        question = "Which color should the proof file be?"
+        w = World(self, [{"name": "AskUserQuestion", "input": {"questions": [{
+            "question": question, "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "A warm color"},
+                        {"label": "Blue", "description": "A cool color"}]}]}}])
+        w.install("claude")
+        w.start_broker()
+        w.seed_claude_tui()
+        w.tui([CLAUDE, "--permission-mode", "acceptEdits", "Please do the task."])
+        q = wait_for("the hook's question", lambda: w.interactions("--pending"),
+                     QUESTION_LIMIT, 0.2)[0]
+        self.assertEqual((q["kind"], q["prompt"]), ("single_choice", f"Color: {question}"))
+        w.respond(q, next(c["id"] for c in q["choices"] if c["label"] == "Blue"))
+        wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
+        results = w.fake.anthropic_tool_results()
+        self.assertEqual(len(results), 1, results)
+        self.assertIn(f'Your questions have been answered: "{question}"="Blue"',
+                      result_text(results[0]))
+        self.assertEqual(len(w.interactions()), 1, "asked once, never by both paths")
+        settings = json.loads((w.home / ".claude" / "settings.json").read_text())
+        self.assertEqual(settings["hooks"]["PreToolUse"][0]["matcher"], "AskUserQuestion",
+                         "install-harness --ask installed the PreToolUse path")
 
     def test_tui_answered_in_the_terminal_withdraws_the_question(self) -> None:
         w, q = self.start()

@@ -157,8 +157,17 @@ async fn logs_never_contain_prompts_choices_answers_digests_nonces_or_tokens() {
     api.respond(&q, Api::answer(&q, "resp-quokka", "choice-giraffe"))
         .await;
     let t = api
-        .ask(json!({"kind": "text", "prompt": "SECRET-text-prompt"}))
+        .ask(json!({"kind": "text", "prompt": "SECRET-text-prompt", "body": "BODY-quetzal"}))
         .await;
+    let m = api
+        .ask(json!({"kind": "multi_choice", "prompt": "SECRET-multi", "allow_other": true,
+                    "choices": [{"id": "pick-tapir", "label": "A"}, {"id": "pick-b", "label": "B"}]}))
+        .await;
+    let mut picked = Api::answer(&m, "resp-m", "x");
+    picked.as_object_mut().unwrap().remove("choice_id");
+    picked["choice_ids"] = json!(["pick-tapir"]);
+    picked["text"] = json!("OTHER-TEXT-kakapo");
+    api.respond(&m, picked).await;
     let mut body = Api::answer(&t, "resp-t", "x");
     body.as_object_mut().unwrap().remove("choice_id");
     body["text"] = json!("ANSWER-TEXT-axolotl");
@@ -205,6 +214,10 @@ async fn logs_never_contain_prompts_choices_answers_digests_nonces_or_tokens() {
         &home.token(),
         "npm ci",
         "node_modules",
+        "BODY-quetzal",
+        "SECRET-multi",
+        "pick-tapir",
+        "OTHER-TEXT-kakapo",
     ] {
         assert!(!logs.contains(secret), "log leaks {secret:?}");
     }

@@ -93,7 +93,85 @@ const KEYS: &[&str] = &[
     "file_path",
     "label",
     "multiSelect",
+    "permission_mode",
+    "edits",
+    "old_string",
+    "new_string",
+    "replace_all",
+    "content",
+    "plan",
+    "preview",
+    "description",
+    "kind",
+    "behavior",
+    "rules",
+    "type",
 ];
+
+/// Payload shapes of SPEC §13 that no fixture has: every tool whose body is what runs,
+/// AskUserQuestion with multiSelect and several questions, every kind of suggestion, and
+/// inputs over the body limit. `permission_mode` varies so the PreToolUse path asks too.
+fn shapes() -> Vec<Value> {
+    let call = |tool: &str, input: Value, mode: &str| {
+        json!({"session_id": "fuzz", "cwd": "/home/dev/shop", "transcript_path": null,
+               "hook_event_name": "PermissionRequest", "permission_mode": mode,
+               "tool_name": tool, "tool_input": input})
+    };
+    let edit = json!({"old_string": "a\nb", "new_string": "a\u{202e}\nc", "replace_all": true});
+    let mut with_rules = call("Bash", json!({"command": "npm test"}), "default");
+    with_rules["permission_suggestions"] = json!([
+        {"type": "addRules", "behavior": "deny", "destination": "localSettings",
+         "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}, {"toolName": "Read"}]},
+        {"type": "replaceRules", "behavior": "ask", "destination": "userSettings",
+         "rules": (0..80).map(|n| json!({"toolName": "Bash", "ruleContent": format!("x{n}")})).collect::<Vec<_>>()},
+        {"type": "removeRules", "rules": []},
+        {"type": "setMode", "mode": "bypassPermissions", "destination": "session"},
+        {"type": "addDirectories", "directories": ["/", 7], "destination": "session"},
+        {"type": "removeDirectories", "directories": null},
+        {"type": {"odd": true}},
+    ]);
+    vec![
+        call(
+            "Write",
+            json!({"file_path": "/tmp/a", "content": "x\n".repeat(3000)}),
+            "default",
+        ),
+        call(
+            "Edit",
+            json!({"file_path": "/tmp/a", "old_string": "", "new_string": ""}),
+            "plan",
+        ),
+        call(
+            "MultiEdit",
+            json!({"file_path": "/tmp/a", "edits": [edit.clone(), edit, {}, 5]}),
+            "default",
+        ),
+        call("ExitPlanMode", json!({"plan": "1. a\n2. b"}), "plan"),
+        call("Bash", json!({"command": "y".repeat(16_385)}), "default"),
+        call(
+            "mcp__s__t",
+            json!({"deep": {"er": [1, 2, {"x": "\u{1b}[2K"}]}}),
+            "acceptEdits",
+        ),
+        call(
+            "AskUserQuestion",
+            json!({"questions": [
+                {"question": "Pick?", "header": "P", "multiSelect": true,
+                 "options": [{"label": "A, b", "description": "d".repeat(600)}, {"label": "\"q\"", "preview": "p"}]},
+                {"question": "Name?", "header": "N", "kind": "text"},
+                {"question": "Pick?", "options": [{"label": "x"}, {"label": "y"}]},
+            ]}),
+            "acceptEdits",
+        ),
+        call(
+            "AskUserQuestion",
+            json!({"questions": [{"question": "Q", "multiSelect": true,
+            "options": (0..13).map(|n| json!({"label": format!("o{n}")})).collect::<Vec<_>>()}]}),
+            "default",
+        ),
+        with_rules,
+    ]
+}
 
 /// Mutates `v` or, now and then, something inside it.
 fn mutate(rng: &mut StdRng, v: &mut Value, depth: u32) {
@@ -162,10 +240,13 @@ fn check_output(stdout: &[u8]) -> Result<(), String> {
         return Err(format!("more than one line: {text:?}"));
     }
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON ({e}): {text:?}"))?;
-    let behavior = &v["hookSpecificOutput"]["decision"]["behavior"];
-    if v["hookSpecificOutput"]["hookEventName"] != "PermissionRequest"
-        || !(behavior == "allow" || behavior == "deny")
-    {
+    let out = &v["hookSpecificOutput"];
+    let behavior = match out["hookEventName"].as_str() {
+        Some("PermissionRequest") => &out["decision"]["behavior"],
+        Some("PreToolUse") => &out["permissionDecision"],
+        _ => return Err(format!("not a decision: {text:?}")),
+    };
+    if !(behavior == "allow" || behavior == "deny") {
         return Err(format!("not a decision: {text:?}"));
     }
     Ok(())
@@ -184,10 +265,11 @@ fn ten_thousand_hostile_payloads_never_break_the_hook() {
         .unwrap_or_else(rand::random);
     eprintln!("hook fuzz: {cases} cases, seed {seed} (AGENTNOTIFY_FUZZ_SEED to replay)");
     let home = Home::new();
-    let fixtures: Vec<Value> = FIXTURES
+    let mut fixtures: Vec<Value> = FIXTURES
         .iter()
         .map(|f| serde_json::from_str(&fixture(f)).unwrap())
         .collect();
+    fixtures.extend(shapes());
     let workers = 4;
     let handles: Vec<_> = (0..workers)
         .map(|w| {
@@ -197,13 +279,14 @@ fn ten_thousand_hostile_payloads_never_break_the_hook() {
                 let mut rng = StdRng::seed_from_u64(seed.wrapping_add(w as u64));
                 for n in (w..cases).step_by(workers) {
                     let input = payload(&mut rng, &fixtures);
-                    let host = if rng.random_bool(0.5) {
-                        "claude"
-                    } else {
-                        "codex"
+                    let (host, action) = match rng.random_range(0..5) {
+                        0 | 1 => ("claude", "ask-permission"),
+                        2 => ("claude", "pre-tool-use"),
+                        3 => ("codex", "ask-permission"),
+                        _ => ("codex", "pre-tool-use"),
                     };
                     let mut child = Command::new(HOOK)
-                        .args([host, "ask-permission", "--timeout", "5"])
+                        .args([host, action, "--timeout", "5"])
                         .env("AGENTNOTIFY_HOME", &home_path)
                         .env("HOME", home_path.join("home"))
                         // A closed port: every payload that gets as far as the broker fails fast.

