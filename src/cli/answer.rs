@@ -13,6 +13,7 @@ use super::args::AnswerArgs;
 use super::tui::{Asked, Tui};
 use super::CliError;
 use crate::client::{Client, ClientError};
+
 /// The model's one rendering for people (SPEC §13.2): no control character passes raw.
 pub use crate::model::render::render_visible as shown;
 
