@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
     long_about = "agentnotify keeps one durable record per question an agent asks, accepts at most one \
 answer (first valid wins), and lets you answer from this terminal, a web page or a phone.\n\n\
 Start here: `agentnotify demo` sends a sample permission request through the real hook; \
-`agentnotify ui` opens the live web page where you answer questions with one click.",
+`agentnotify ui` opens the live web page where you answer questions with one click; \
+`agentnotify answer` answers them in this terminal.",
     after_help = format!(
         "Exit codes: {}. Errors go to stderr as one line with their code.",
         crate::exit::TABLE
@@ -31,6 +32,22 @@ pub enum Command {
     /// Post, list and resolve notifications.
     #[command(subcommand)]
     Notify(NotifyCommand),
+    /// Answer a pending question in this terminal: pick it, read it whole, choose.
+    #[command(
+        long_about = "Answer a pending question in this terminal.\n\n\
+Without an id, lists the pending questions, newest first (arrow keys or a number to open \
+one). The question is shown whole: its prompt and body wrapped and scrollable \
+(PgUp/PgDn), invisible and control characters shown as \u{27e8}U+XXXX\u{27e9}. Choose with the arrow \
+keys or a number and press Enter; Space or a number ticks choices of a multi-choice \
+question; text answers and \"Other\" are typed in. The answer is bound to exactly the \
+question shown: if it changed, ended or was answered elsewhere meanwhile, nothing is \
+applied and you are told what the broker recorded.\n\n\
+With an id and --choice or --text, prints the question and answers it at once.",
+        after_help = "Examples:\n  agentnotify answer\n  agentnotify answer <id>\n  \
+agentnotify answer <id> --choice allow-once\n  agentnotify answer <id> --choice a --choice c\n  \
+agentnotify answer <id> --text \"Use the staging database\""
+    )]
+    Answer(AnswerArgs),
     /// Send a sample permission request through the real hook and show the decision.
     Demo(DemoArgs),
     /// Open the local web page that shows questions live and answers them in one click.
@@ -47,6 +64,18 @@ pub enum Command {
     /// Answer from a phone: relay providers and routes, the reference Relay, a device client.
     #[command(subcommand)]
     Relay(crate::cli::relay::RelayCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The question's id (default: pick one of the pending questions).
+    pub id: Option<String>,
+    /// Answer with this choice id at once (repeat it for a multi-choice question).
+    #[arg(long = "choice", value_name = "ID", requires = "id")]
+    pub choices: Vec<String>,
+    /// Answer with this text at once (a text question, or "Other" where offered).
+    #[arg(long, value_name = "TEXT", requires = "id", allow_hyphen_values = true)]
+    pub text: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::answer::Question;
 use super::CliError;
 use crate::client;
-use crate::model::render::render_visible;
 use crate::paths::Paths;
 
 const SAMPLE: &str = include_str!("../../hooks/fixtures/claude-bash.json");
@@ -47,24 +47,18 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
     let client = client::attach_or_spawn(&paths).await?;
     let question = find_question(&client, &session).await?;
     let id = question["id"].as_str().unwrap_or_default();
-    let digest = question["request_digest"].as_str().unwrap_or_default();
-    let nonce = question["nonce"].as_str().unwrap_or_default();
     println!("\nThe agent asks (interaction {id}):\n");
-    for line in render_visible(question["prompt"].as_str().unwrap_or("")).lines() {
-        println!("    {line}");
-    }
-    if let Some(body) = question["body"].as_str() {
-        println!();
-        for line in render_visible(body).lines() {
-            println!("    │ {line}");
-        }
-    }
-    println!("\nAnswer it from another terminal with one of:\n");
+    print!(
+        "{}",
+        super::answer::as_text(&Question::from_record(&question)?)
+    );
+    println!("\nAnswer it from another terminal:\n\n    agentnotify answer\n");
+    println!("or in one go with one of:\n");
     for choice in question["choices"].as_array().into_iter().flatten() {
         println!(
-            "    agentnotify interactions respond {id} --digest {digest} --nonce {nonce} --choice {}    # {}",
-            choice["id"].as_str().unwrap_or(""),
-            choice["label"].as_str().unwrap_or("")
+            "    agentnotify answer {id} --choice {}    # {}",
+            super::answer::shown(choice["id"].as_str().unwrap_or("")),
+            super::answer::shown(choice["label"].as_str().unwrap_or(""))
         );
     }
     println!("\nOr answer it in your browser: run `agentnotify ui` in another terminal.");

@@ -1,10 +1,12 @@
 //! The `agentnotify` program: parses the command line and calls the library.
 
+mod answer;
 mod args;
 mod browser;
 mod demo;
 mod output;
 pub mod relay;
+mod tui;
 
 use std::ffi::OsString;
 
@@ -134,6 +136,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Daemon(_) => unreachable!("handled before the runtime starts"),
         Command::Interactions(c) => interactions(c).await,
         Command::Notify(c) => notify(c).await,
+        Command::Answer(a) => answer::run(a).await,
         Command::Demo(a) => demo::run(a).await,
         Command::Ui(a) => ui(a.print).await,
         Command::Status(a) => status(a.json).await,

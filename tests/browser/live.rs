@@ -233,6 +233,7 @@ async fn answers_every_kind_live_in_a_real_browser() {
     assert!(wd.url().await.ends_with("/ui/"));
     let _ = wd.console_errors().await; // the refused exchange of the spent link was expected
 
+    crate::integrity::what_you_see_is_what_runs(&wd).await;
     screenshots(&wd).await;
 }
 
@@ -243,11 +244,12 @@ async fn screenshots(wd: &Driver) {
     let done = d
         .ask(
             json!({"kind": "permission", "agent": "claude", "project": "shop-api",
-                    "prompt": "Bash: cargo test --workspace\n\nRun the whole test suite"}),
+                    "prompt": "Run a command in shop-api? — Run the whole test suite",
+                    "body": "cargo test --workspace"}),
         )
         .await;
     d.answer_as(&done, "allow-once", "cli").await;
-    wd.set_window(1000, 1280).await;
+    wd.set_window(1000, 1600).await;
     wd.goto(&d.link()).await;
     wd.wait_for("#live[data-live='on']", WAIT).await;
 
@@ -255,7 +257,7 @@ async fn screenshots(wd: &Driver) {
     let q = d
         .ask(
             json!({"kind": "permission", "agent": "codex", "project": "infra",
-                    "prompt": "terraform plan -out=tfplan"}),
+                    "prompt": "Run a command in infra?", "body": "terraform plan -out=tfplan"}),
         )
         .await;
     wd.wait_for(&card(&q), WAIT).await;
@@ -283,12 +285,28 @@ async fn screenshots(wd: &Driver) {
                      {"id": "redux", "label": "Redux Toolkit", "detail": "Established patterns, more setup"},
                      {"id": "context", "label": "React context", "detail": "No dependency; fine while state stays small"}]}))
         .await;
+    d.ask(
+        json!({"kind": "multi_choice", "agent": "claude", "project": "shop-web",
+                 "prompt": "Which checks should run before the release?",
+                 "choices": [
+                     {"id": "unit", "label": "Unit tests"},
+                     {"id": "e2e", "label": "End-to-end", "detail": "About 12 minutes"},
+                     {"id": "a11y", "label": "Accessibility audit"}],
+                 "min_selections": 1, "max_selections": 2, "allow_other": true}),
+    )
+    .await;
     let last = d
         .ask(json!({"kind": "permission", "agent": "claude", "project": "shop-api",
-                    "prompt": "Bash: npm run db:migrate -- --env production\n\nApply the 3 pending migrations to the production database"}))
+                    "prompt": "Run a command in shop-api? — Apply the pending migrations to production",
+                    "body": "npm run db:migrate -- --env production \\\n  && npm run db:verify -- --env production \\\n  && curl -fsS https://shop-api.internal/health",
+                    "choices": [
+                        {"id": "allow-once", "label": "Allow once"},
+                        {"id": "allow-always", "label": "Always allow",
+                         "detail": "Also:\n- add allow rules: Bash(npm run db:migrate:*) (saved to localSettings)"},
+                        {"id": "deny", "label": "Deny"}]}))
         .await;
     wd.wait_for(&format!("{} button", card(&last)), WAIT).await;
-    wd.wait_text("#pending-count", "3", WAIT).await;
+    wd.wait_text("#pending-count", "4", WAIT).await;
 
     let dir = std::env::var_os("AGENTNOTIFY_SCREENSHOT_DIR").map(PathBuf::from);
     let tmp = tempfile::tempdir().unwrap();

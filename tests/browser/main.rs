@@ -3,6 +3,7 @@
 //! tests of `tests/integration` on a small machine.
 
 mod guard;
+mod integrity;
 mod live;
 mod origin;
 mod webdriver;

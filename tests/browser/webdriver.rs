@@ -351,6 +351,16 @@ impl Driver {
             .expect("base64 PNG")
     }
 
+    /// A PNG of one element.
+    pub async fn element_screenshot(&self, e: &Element) -> Vec<u8> {
+        let b64 = self
+            .cmd("GET", &format!("/element/{}/screenshot", e.0), None)
+            .await;
+        base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().unwrap_or_default())
+            .expect("base64 PNG")
+    }
+
     /// The browser console's messages since the last call (errors include CSP violations).
     pub async fn console_errors(&self) -> Vec<String> {
         let v = self

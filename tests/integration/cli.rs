@@ -349,13 +349,17 @@ fn the_demo_asks_through_the_real_hook_and_shows_the_decision() {
             "demo ended early:\n{seen}"
         );
         seen.push_str(&line);
-        if line.contains("interactions respond") && line.contains("--choice allow-once") {
+        if line.contains("agentnotify answer ") && line.contains("--choice allow-once") {
             break line;
         }
     };
     assert!(
         seen.contains("rm -rf node_modules && npm ci"),
         "the question is shown:\n{seen}"
+    );
+    assert!(
+        seen.contains("\n    agentnotify answer\n"),
+        "the demo points to the picker:\n{seen}"
     );
     // Run exactly the line the demo told the person to copy.
     let command = answer_line.split('#').next().unwrap().trim();

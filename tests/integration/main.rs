@@ -1,5 +1,6 @@
 //! Integration tests: the real binaries, a temp AGENTNOTIFY_HOME, ephemeral ports.
 
+mod answer;
 mod api;
 mod architecture;
 mod bodies;

@@ -580,8 +580,8 @@ async fn a_stale_page_gets_a_clear_message_never_a_wrong_answer() {
     assert_eq!(r.json()["code"], "already_answered");
     let msg = r.json()["error"].as_str().unwrap().to_string();
     assert!(
-        msg.contains("already answered elsewhere") && msg.contains("cli"),
-        "{msg}"
+        msg.contains("already answered elsewhere (from cli): “Deny”."),
+        "names the surface and what it recorded: {msg}"
     );
     assert_eq!(
         d.get(id).await["response"]["choice_id"],

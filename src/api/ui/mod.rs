@@ -26,6 +26,7 @@ use serde_json::{json, Map, Value};
 use crate::api::ApiContext;
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::interaction::AnswerRefusal;
+use crate::model::render::render_visible;
 use crate::model::{AnswerSubmission, Interaction, Status, Timestamp};
 use agentnotify_http::{full, json_response, parse_json, read_body, ApiError, ResBody};
 use events::StreamCounter;
@@ -437,6 +438,25 @@ async fn refusal(ctx: &ApiContext, id: &str, why: AnswerRefusal) -> ApiError {
     }
 }
 
+/// The accepted answer in words, "“Deny”" or "“Lint”, “Other text”", rendered for display.
+fn recorded_answer(record: &Interaction) -> String {
+    let Some(r) = &record.response else {
+        return "no answer".into();
+    };
+    let label = |id: &String| {
+        let label = record
+            .choices
+            .iter()
+            .find(|c| &c.id == id)
+            .map_or(id, |c| &c.label);
+        format!("“{}”", render_visible(label))
+    };
+    let mut parts: Vec<String> = r.choice_id.iter().map(label).collect();
+    parts.extend(r.choice_ids.iter().flatten().map(label));
+    parts.extend(r.text.iter().map(|t| format!("“{}”", render_visible(t))));
+    parts.join(", ")
+}
+
 /// The error for acting on a question that is no longer pending.
 fn ended(record: &Interaction) -> ApiError {
     let (status, code, message) = match record.status {
@@ -444,12 +464,15 @@ fn ended(record: &Interaction) -> ApiError {
             let by = record
                 .response
                 .as_ref()
-                .map(|r| format!(" (from {})", r.source))
+                .map(|r| format!(" (from {})", render_visible(&r.source)))
                 .unwrap_or_default();
             (
                 StatusCode::CONFLICT,
                 "already_answered",
-                format!("This question was already answered elsewhere{by}."),
+                format!(
+                    "This question was already answered elsewhere{by}: {}.",
+                    recorded_answer(record)
+                ),
             )
         }
         Status::Expired => (

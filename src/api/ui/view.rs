@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::render::QuestionDisplay;
+use crate::model::render::{display_segments, QuestionDisplay, Segment};
 use crate::model::{Choice, Interaction, Kind, Status, Timestamp};
 
 /// An interaction as the page receives it.
@@ -26,6 +26,8 @@ pub struct InteractionView {
     /// The displayed fields rendered under SPEC §13.2 (escaped code points, mixed-script
     /// words), computed here so the page needs no Unicode tables of its own.
     pub display: QuestionDisplay,
+    /// Who asks, rendered the same way (an agent or project name is text from the agent too).
+    pub meta_display: MetaDisplay,
     pub status: Status,
     pub request_digest: String,
     pub created_at: Timestamp,
@@ -44,9 +46,29 @@ pub struct ResponseView {
     pub choice_ids: Option<Vec<String>>,
     pub choice_labels: Option<Vec<String>>,
     pub text: Option<String>,
+    /// `text`, rendered under SPEC §13.2 for display.
+    pub text_display: Option<Vec<Segment>>,
     /// Which surface answered: `web`, `cli`, `relay`, a host id…
     pub source: String,
     pub created_at: Timestamp,
+}
+
+/// The agent, its instance and the project, segmented like the question's own fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetaDisplay {
+    pub agent: Vec<Segment>,
+    pub agent_instance: Option<Vec<Segment>>,
+    pub project: Option<Vec<Segment>>,
+}
+
+impl MetaDisplay {
+    fn of(i: &Interaction) -> MetaDisplay {
+        MetaDisplay {
+            agent: display_segments(&i.agent),
+            agent_instance: i.agent_instance.as_deref().map(display_segments),
+            project: i.project.as_deref().map(display_segments),
+        }
+    }
 }
 
 impl From<&Interaction> for InteractionView {
@@ -67,6 +89,7 @@ impl From<&Interaction> for InteractionView {
                     .collect()
             }),
             text: r.text.clone(),
+            text_display: r.text.as_deref().map(display_segments),
             source: r.source.clone(),
             created_at: r.created_at,
         });
@@ -86,6 +109,7 @@ impl From<&Interaction> for InteractionView {
             allow_other: i.allow_other,
             other_max_length: i.other_max_length,
             display: QuestionDisplay::of(i),
+            meta_display: MetaDisplay::of(i),
             status: i.status,
             request_digest: i.request_digest.clone(),
             created_at: i.created_at,
@@ -101,6 +125,36 @@ impl From<&Interaction> for InteractionView {
 mod tests {
     use super::*;
     use crate::model::InteractionRequest;
+
+    #[test]
+    fn who_asks_and_text_answers_are_rendered_too() {
+        let req = InteractionRequest::from_json(&serde_json::json!({
+            "kind": "text", "prompt": "Name?", "agent": "claude\u{202e}", "project": "sh\u{200b}op"
+        }))
+        .unwrap();
+        let mut record = req.into_interaction(Timestamp::now());
+        record.response = Some(crate::model::Response {
+            response_id: "r1".into(),
+            choice_id: None,
+            choice_ids: None,
+            text: Some("ok\u{1b}[2K".into()),
+            source: "cli".into(),
+            device_id: None,
+            created_at: Timestamp::now(),
+        });
+        let v = serde_json::to_value(InteractionView::from(&record)).unwrap();
+        let text = |segs: &serde_json::Value| -> String {
+            segs.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["text"].as_str().unwrap())
+                .collect()
+        };
+        assert_eq!(text(&v["meta_display"]["agent"]), "claude⟨U+202E⟩");
+        assert_eq!(text(&v["meta_display"]["project"]), "sh⟨U+200B⟩op");
+        assert_eq!(text(&v["response"]["text_display"]), "ok⟨U+001B⟩[2K");
+        assert_eq!(v["response"]["text"], "ok\u{1b}[2K", "the exact text stays");
+    }
 
     #[test]
     fn the_view_never_carries_the_nonce() {

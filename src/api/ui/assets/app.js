@@ -5,7 +5,12 @@
 (() => {
   const $ = (id) => document.getElementById(id);
 
-  const KIND_LABEL = { permission: 'Permission', single_choice: 'Choice', text: 'Question' };
+  const KIND_LABEL = {
+    permission: 'Permission',
+    single_choice: 'Choice',
+    multi_choice: 'Choose several',
+    text: 'Question',
+  };
   const STATUS_LABEL = {
     answered: 'Answered',
     expired: 'Expired',
@@ -112,7 +117,7 @@
         e.textContent = 'expired';
         e.setAttribute('data-urgent', '');
         const card = e.closest('.card');
-        if (card) for (const b of card.querySelectorAll('button, textarea')) b.disabled = true;
+        if (card) for (const b of card.querySelectorAll('button, textarea, input')) b.disabled = true;
       } else {
         e.textContent = fmtLeft(left);
         e.toggleAttribute('data-urgent', left < 60000);
@@ -187,22 +192,139 @@
     document.querySelector('.tabs').hidden = true;
   }
 
+  // ---- rendered text (SPEC §13.2) -----------------------------------------------------------
+  // The server cuts every displayed string into segments with the model's one rendering:
+  // plain text, code points shown by name (`⟨U+202E⟩`: controls, bidi controls, zero-width
+  // and other invisible characters) and words that mix scripts. The page only styles them;
+  // it has no Unicode tables of its own, and the raw strings of the view are never shown.
+
+  // The segments as DOM nodes: text nodes, a named code point, a marked word.
+  function segs(list) {
+    const f = document.createDocumentFragment();
+    for (const s of list || []) {
+      if (s.kind === 'escaped') {
+        f.append(
+          el('span', {
+            class: 'cp',
+            title: `${s.code_point}: an invisible or control character, shown by its code`,
+            text: s.text,
+          }),
+        );
+      } else if (s.kind === 'mixed_script_word') {
+        f.append(
+          el('mark', {
+            class: 'mixed',
+            title: `This word mixes scripts: ${s.scripts.join(', ')}`,
+            text: s.text,
+          }),
+        );
+      } else {
+        f.append(document.createTextNode(s.text));
+      }
+    }
+    return f;
+  }
+
+  // The segments as one string (already rendered: safe to show as text).
+  function shown(list) {
+    return (list || []).map((s) => s.text).join('');
+  }
+
+  // A note under the question naming every word that mixes scripts, once.
+  function mixedNote(q) {
+    const d = q.display;
+    const all = [d.prompt, d.body || []];
+    for (const c of d.choices) all.push(c.label, c.detail || []);
+    const seen = new Map();
+    for (const list of all) {
+      for (const s of list) if (s.kind === 'mixed_script_word') seen.set(s.text, s.scripts);
+    }
+    if (!seen.size) return null;
+    return el(
+      'ul',
+      { class: 'mixed-note' },
+      ...Array.from(seen, ([word, scripts]) =>
+        el('li', {}, el('mark', { class: 'mixed', text: word }), ` mixes scripts: ${scripts.join(', ')}`),
+      ),
+    );
+  }
+
+  // The body (what actually runs) in a monospace block under the prompt: wrapped, scrollable
+  // inside the card, never cut, with its line count on top.
+  function bodyEl(q) {
+    if (!q.display.body) return null;
+    const n = q.display.body_lines;
+    const more = el('span', { class: 'more' });
+    const pre = el(
+      'pre',
+      { class: 'body-text', tabindex: 0, 'aria-label': `What runs, ${n === 1 ? '1 line' : `${n} lines`}` },
+      segs(q.display.body),
+    );
+    const fig = el(
+      'figure',
+      { class: 'body' },
+      el('figcaption', {}, el('span', { class: 'lines', text: n === 1 ? '1 line' : `${n} lines` }), more),
+      pre,
+    );
+    // Say so when the block scrolls, so a tail below the fold is not missed.
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => {
+        const over = pre.scrollHeight > pre.clientHeight + 1;
+        fig.toggleAttribute('data-overflows', over);
+        more.textContent = over ? ' · scroll inside to read it all' : '';
+      }).observe(pre);
+    }
+    return fig;
+  }
+
+  // The answer the broker recorded, in words: “Allow once”, “Lint”, “Other text”.
+  function recordedAnswer(q) {
+    const r = q.response;
+    if (!r) return '';
+    const label = (id) => {
+      const c = q.display.choices.find((x) => x.id === id);
+      return `“${c ? shown(c.label) : id}”`;
+    };
+    const parts = [];
+    if (r.choice_id) parts.push(label(r.choice_id));
+    for (const id of r.choice_ids || []) parts.push(label(id));
+    if (r.text !== null && r.text !== undefined) parts.push(`“${short(shown(r.text_display), 60)}”`);
+    return parts.join(', ');
+  }
+
+  // What to tell after a 200: the broker's record decides, not what this page tried to send
+  // (after a lost reply and a retry, the first answer may be the one that counts).
+  function sentText(record, answer) {
+    const r = record && record.response;
+    if (!r) return 'Sent.';
+    const same =
+      (r.choice_id || null) === (answer.choice_id || null) &&
+      JSON.stringify(r.choice_ids || null) === JSON.stringify(answer.choice_ids || null) &&
+      (r.text === undefined ? null : r.text) === (answer.text === undefined ? null : answer.text);
+    const what = recordedAnswer(record);
+    return same ? `Sent ${what}.` : `The broker had already recorded an earlier answer from this page: ${what}.`;
+  }
+
   // ---- pending cards ------------------------------------------------------------------------
 
   function meta(q, extra) {
-    const agent = q.agent + (q.agent_instance ? ` (${q.agent_instance})` : '');
+    const m = q.meta_display;
+    const agent = el('span', { class: 'agent' }, segs(m.agent));
+    if (m.agent_instance) agent.append(' (', segs(m.agent_instance), ')');
     return el(
       'div',
       { class: 'meta' },
       extra,
-      el('span', { class: 'agent', text: agent }),
-      q.project ? el('span', { class: 'project', text: q.project }) : null,
+      agent,
+      m.project ? el('span', { class: 'project' }, segs(m.project)) : null,
     );
   }
 
+  // A permission prompt without a body is the command itself (records from before bodies):
+  // monospace. With a body, the prompt is a one-line summary and the body is the code.
   function promptEl(q, id) {
-    const tag = q.kind === 'permission' ? 'pre' : 'p';
-    return el(tag, { class: 'prompt', id, text: q.prompt });
+    const tag = q.kind === 'permission' && !q.display.body ? 'pre' : 'p';
+    return el(tag, { class: 'prompt', id }, segs(q.display.prompt));
   }
 
   function choiceClass(c, q) {
@@ -264,11 +386,15 @@
       el('span', { class: 'left', 'data-expires': q.expires_at }),
     );
     card.append(m, promptEl(q, `p-${q.id}`));
+    const body = bodyEl(q);
+    if (body) card.append(body);
+    const note = mixedNote(q);
+    if (note) card.append(note);
 
     const msg = el('p', { class: 'card-msg', role: 'status' });
     // One idempotency key per question: a retry after a lost reply replays, never doubles.
     const responseId = newId();
-    const send = (answer, what) => respond(card, q, msg, responseId, answer, what);
+    const send = (answer) => respond(card, q, msg, responseId, answer);
 
     if (q.kind === 'text') {
       const max = q.text_max_length || 500;
@@ -313,7 +439,7 @@
           ta.focus();
           return;
         }
-        send({ text }, short(text, 40));
+        send({ text });
       });
       ta.addEventListener('keydown', (e) => {
         if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
@@ -322,24 +448,11 @@
         }
       });
       card.append(form);
+    } else if (q.kind === 'multi_choice') {
+      card.append(multiChoice(q, msg, send));
     } else {
-      const stacked = q.choices.some((c) => c.detail) || q.choices.length > 4;
-      const box = el('div', {
-        class: 'choices' + (stacked ? ' stacked' : ''),
-        role: 'group',
-        'aria-label': 'Answers',
-      });
-      for (const c of q.choices) {
-        const b = el(
-          'button',
-          { type: 'button', class: choiceClass(c, q), 'data-choice': c.id },
-          el('span', { class: 'label', text: c.label }),
-          c.detail ? el('span', { class: 'detail', text: c.detail }) : null,
-        );
-        b.addEventListener('click', () => send({ choice_id: c.id }, c.label));
-        box.append(b);
-      }
-      card.append(box);
+      card.append(choiceButtons(q, send));
+      if (q.allow_other) card.append(otherBox(q, msg, (text) => send({ text })));
     }
 
     const withdraw = el('button', {
@@ -365,18 +478,141 @@
     return card;
   }
 
-  function setBusy(card, busy) {
-    card.setAttribute('aria-busy', busy ? 'true' : 'false');
-    for (const b of card.querySelectorAll('button, textarea')) b.disabled = busy;
+  // One button per choice: a click answers.
+  function choiceButtons(q, send) {
+    const stacked = q.choices.some((c) => c.detail) || q.choices.length > 4;
+    const box = el('div', {
+      class: 'choices' + (stacked ? ' stacked' : ''),
+      role: 'group',
+      'aria-label': 'Answers',
+    });
+    for (const c of q.display.choices) {
+      const b = el(
+        'button',
+        { type: 'button', class: choiceClass(c, q), 'data-choice': c.id },
+        el('span', { class: 'label' }, segs(c.label)),
+        c.detail ? el('span', { class: 'detail' }, segs(c.detail)) : null,
+      );
+      b.addEventListener('click', () => send({ choice_id: c.id }));
+      box.append(b);
+    }
+    return box;
   }
 
-  async function respond(card, q, msg, responseId, answer, what) {
+  // "Other": a text box under the choices; `submit(text)` sends it. `optional`: Enter also
+  // submits with the box empty (a multi-choice answer may be ticks alone).
+  function otherBox(q, msg, submit, optional) {
+    const max = q.other_max_length || 500;
+    const input = el('input', {
+      type: 'text',
+      id: `o-${q.id}`,
+      name: 'other',
+      maxlength: max,
+      autocomplete: 'off',
+      placeholder: 'Type another answer',
+    });
+    const form = el(
+      'form',
+      { class: 'other-answer', novalidate: true },
+      el('label', { for: `o-${q.id}`, text: `Other (up to ${max} characters)` }),
+      el(
+        'div',
+        { class: 'text-row' },
+        input,
+        el('button', { type: 'submit', class: 'btn', 'data-action': 'send-other', text: 'Send' }),
+      ),
+    );
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      if (!optional && !input.value.trim()) {
+        msg.textContent = 'Type your answer first.';
+        input.focus();
+        return;
+      }
+      submit(input.value);
+    });
+    return form;
+  }
+
+  function bounds(min, max) {
+    return min === max ? `exactly ${min}` : `${min} to ${max}`;
+  }
+
+  // Several choices at once: a checkbox per choice, a hint of the bounds, "Other" where
+  // offered (it counts as one), and one Send button.
+  function multiChoice(q, msg, send) {
+    const min = q.min_selections || 1;
+    const max = q.max_selections || q.choices.length;
+    const other = q.allow_other ? ' (an Other answer counts as one)' : '';
+    const hint = el('p', { class: 'hint', id: `h-${q.id}`, text: `Choose ${bounds(min, max)}${other}.` });
+    const boxes = q.display.choices.map((c) =>
+      el(
+        'label',
+        { class: 'check' },
+        el('input', { type: 'checkbox', value: c.id, 'data-choice': c.id, 'aria-describedby': `h-${q.id}` }),
+        el(
+          'span',
+          { class: 'check-text' },
+          el('span', { class: 'label' }, segs(c.label)),
+          c.detail ? el('span', { class: 'detail' }, segs(c.detail)) : null,
+        ),
+      ),
+    );
+    const counter = el('span', { class: 'counter', 'aria-live': 'polite' });
+    const chosen = () => boxes.map((b) => b.querySelector('input')).filter((i) => i.checked);
+    let otherInput = null;
+    const count = () => chosen().length + (otherInput && otherInput.value.trim() ? 1 : 0);
+    const update = () => {
+      const n = count();
+      counter.textContent = `${n} chosen`;
+      counter.toggleAttribute('data-over', n > max);
+    };
+    const submit = () => {
+      const n = count();
+      if (n < min || n > max) {
+        msg.textContent = `Choose ${bounds(min, max)}${other}; ${n} chosen.`;
+        return;
+      }
+      const answer = {};
+      const ids = chosen().map((i) => i.value);
+      if (ids.length) answer.choice_ids = ids;
+      if (otherInput && otherInput.value.trim()) answer.text = otherInput.value;
+      send(answer);
+    };
+    const fieldset = el(
+      'fieldset',
+      { class: 'multi' },
+      el('legend', { class: 'sr-only', text: 'Answers' }),
+      hint,
+      el('div', { class: 'checks' }, ...boxes),
+    );
+    if (q.allow_other) {
+      const box = otherBox(q, msg, submit, true);
+      otherInput = box.querySelector('input');
+      otherInput.addEventListener('input', update);
+      box.querySelector('button').remove(); // one Send for the whole answer
+      fieldset.append(box);
+    }
+    for (const b of boxes) b.querySelector('input').addEventListener('change', update);
+    const sendBtn = el('button', { type: 'button', class: 'btn primary', 'data-action': 'send', text: 'Send answer' });
+    sendBtn.addEventListener('click', submit);
+    fieldset.append(el('div', { class: 'text-row' }, counter, sendBtn));
+    update();
+    return fieldset;
+  }
+
+  function setBusy(card, busy) {
+    card.setAttribute('aria-busy', busy ? 'true' : 'false');
+    for (const b of card.querySelectorAll('button, textarea, input')) b.disabled = busy;
+  }
+
+  async function respond(card, q, msg, responseId, answer) {
     if (card.getAttribute('aria-busy') === 'true') return;
     setBusy(card, true);
     msg.textContent = '';
     const body = Object.assign({ request_digest: q.request_digest, response_id: responseId }, answer);
     const r = await api('POST', `/ui/api/interactions/${encodeURIComponent(q.id)}/respond`, body);
-    finish(card, q, msg, r, `Sent “${what}”.`);
+    finish(card, q, msg, r, r.ok ? sentText(r.data.interaction, answer) : '');
   }
 
   async function cancel(card, q, msg) {
@@ -410,7 +646,7 @@
   function announceGone(id, history) {
     const h = history.find((x) => x.id === id);
     if (!h) return;
-    const what = `“${short(h.prompt, 60)}”`;
+    const what = `“${short(shown(h.display.prompt), 60)}”`;
     let text;
     if (h.status === 'answered') {
       const by = h.response ? h.response.source : 'another surface';
@@ -430,8 +666,7 @@
   function outcome(h) {
     const r = h.response;
     if (h.status === 'answered' && r) {
-      const answer = r.text !== null && r.text !== undefined ? `“${r.text}”` : r.choice_label || r.choice_id;
-      return el('p', { class: 'outcome' }, el('strong', { text: answer }), ` via ${r.source}`);
+      return el('p', { class: 'outcome' }, el('strong', { text: recordedAnswer(h) }), ` via ${r.source}`);
     }
     const text = {
       expired: 'Nobody answered in time.',
@@ -439,6 +674,18 @@
       superseded: 'Replaced by a newer version of the question.',
     }[h.status];
     return el('p', { class: 'outcome', text: text || h.status });
+  }
+
+  // A past question's body, folded away (it can be long) but whole when opened.
+  function historyBody(h) {
+    if (!h.display.body) return null;
+    const n = h.display.body_lines;
+    return el(
+      'details',
+      { class: 'body' },
+      el('summary', { text: `Show the body (${n === 1 ? '1 line' : `${n} lines`})` }),
+      el('pre', { class: 'body-text' }, segs(h.display.body)),
+    );
   }
 
   function renderHistory(items) {
@@ -460,6 +707,7 @@
           { class: 'card', 'data-id': h.id, 'data-status': h.status },
           m,
           promptEl(h, null),
+          historyBody(h),
           outcome(h),
         );
       }),
