@@ -232,8 +232,24 @@ async fn answers_every_kind_live_in_a_real_browser() {
     wd.wait_for("#live[data-live='on']", WAIT).await;
     assert!(wd.url().await.ends_with("/ui/"));
     let _ = wd.console_errors().await; // the refused exchange of the spent link was expected
+}
 
+/// SPEC §13 in the page: attack strings, a long body, multi-choice and Other, a lost reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_you_see_is_what_runs_in_a_real_browser() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let wd = Driver::start(&browser).await;
     crate::integrity::what_you_see_is_what_runs(&wd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_answers_by_keyboard_and_fits_light_dark_and_phone() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let wd = Driver::start(&browser).await;
     screenshots(&wd).await;
 }
 
