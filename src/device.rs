@@ -242,7 +242,7 @@ impl Device {
         answer: &Answer,
     ) -> AnswerPayload {
         // A multi_choice takes `choice_ids`, however many were chosen.
-        let multi = question.kind == Kind::MultiChoice;
+        let multi = question.question.kind == Kind::MultiChoice;
         let (choice_id, choice_ids, text) = match answer {
             Answer::Choice(c) if multi => (None, Some(vec![c.clone()]), None),
             Answer::Choice(c) => (Some(c.clone()), None, None),

@@ -65,15 +65,15 @@ pub struct InteractionFilter {
 impl InteractionFilter {
     fn matches(&self, i: &Interaction) -> bool {
         self.status.is_none_or(|s| i.status == s)
-            && self.agent.as_ref().is_none_or(|a| &i.agent == a)
+            && self.agent.as_ref().is_none_or(|a| &i.question.agent == a)
             && self
                 .project
                 .as_ref()
-                .is_none_or(|p| i.project.as_ref() == Some(p))
+                .is_none_or(|p| i.question.project.as_ref() == Some(p))
             && self
                 .session
                 .as_ref()
-                .is_none_or(|s| i.session_id.as_ref() == Some(s))
+                .is_none_or(|s| i.question.session_id.as_ref() == Some(s))
     }
 }
 
@@ -244,7 +244,7 @@ impl Broker {
             }
             let record = req.into_interaction(now);
             state.create(store, record.clone(), now + grace, out)?;
-            tracing::info!(id = %record.id, kind = record.kind.as_str(), "interaction created");
+            tracing::info!(id = %record.id, kind = record.question.kind.as_str(), "interaction created");
             Ok((record, true))
         })
         .await

@@ -510,34 +510,35 @@ fn print_question(q: &QuestionView) {
     println!(
         "{}  {}  {}{}  (expires {})",
         q.id,
-        q.kind.as_str(),
-        shown(&q.agent),
-        q.project
+        q.question.kind.as_str(),
+        shown(&q.question.agent),
+        q.question
+            .project
             .as_deref()
             .map(|p| format!("/{}", shown(p)))
             .unwrap_or_default(),
         q.expires_at
     );
-    println!("    {}", shown(&q.prompt));
-    if let Some(body) = &q.body {
+    println!("    {}", shown(&q.question.prompt));
+    if let Some(body) = &q.question.body {
         println!("    ---- {} lines ----", body.lines().count());
         println!("    {}", shown(body));
         println!("    ----");
     }
-    for c in &q.choices {
+    for c in &q.question.choices {
         match &c.detail {
             Some(d) => println!("    [{}] {} — {}", c.id, shown(&c.label), shown(d)),
             None => println!("    [{}] {}", c.id, shown(&c.label)),
         }
     }
-    if let (Some(min), Some(max)) = (q.min_selections, q.max_selections) {
+    if let (Some(min), Some(max)) = (q.question.min_selections, q.question.max_selections) {
         println!("    (choose {min} to {max}: repeat --choice)");
     }
-    if q.allow_other {
-        let n = q.other_max_length.unwrap_or(500);
+    if q.question.allow_other {
+        let n = q.question.other_max_length.unwrap_or(500);
         println!("    (or answer in your own words with --text, up to {n} characters)");
     }
-    if let Some(n) = q.text_max_length {
+    if let Some(n) = q.question.text_max_length {
         println!("    (text answer, up to {n} characters)");
     }
 }

@@ -112,21 +112,24 @@ pub const QUESTION_PRIORITY: Priority = Priority::High;
 impl Route {
     /// Whether this route carries `question` (filters and consent; not provider state).
     pub fn carries(&self, question: &Interaction) -> bool {
-        let notification_type = match question.kind {
+        let notification_type = match question.question.kind {
             Kind::Permission => "permission_required",
             Kind::SingleChoice | Kind::MultiChoice | Kind::Text => "input_required",
         };
         self.enabled
             && self.include_message
-            && self.agent.as_ref().is_none_or(|a| a == &question.agent)
+            && self
+                .agent
+                .as_ref()
+                .is_none_or(|a| a == &question.question.agent)
             && self
                 .project
                 .as_ref()
-                .is_none_or(|p| question.project.as_ref() == Some(p))
+                .is_none_or(|p| question.question.project.as_ref() == Some(p))
             && self
                 .kind
                 .as_ref()
-                .is_none_or(|t| t == notification_type || t == question.kind.as_str())
+                .is_none_or(|t| t == notification_type || t == question.question.kind.as_str())
             && self
                 .min_priority
                 .as_deref()

@@ -448,7 +448,8 @@ async fn multi_choice_ticks_and_other_text_answer_in_one_go() {
                     "min_selections": 2, "max_selections": 2}))
         .await;
     let out = run(&home, &[id(&q), "--choice", "a"]);
-    assert_eq!(out.status.code(), Some(1));
+    // Arguments the question cannot take: a usage error (the one exit-code table).
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("takes 2 to 2 choices"),
         "{out:?}"
@@ -546,7 +547,7 @@ async fn one_shot_answers_print_the_question_and_what_was_recorded() {
         .ask(json!({"kind": "text", "prompt": "Commit message?", "text_max_length": 20}))
         .await;
     let out = run(&home, &[id(&t), "--choice", "x"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("takes a text answer (--text)"));
     let out = run(&home, &[id(&t), "--text", "x".repeat(21).as_str()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 20 characters"));
@@ -561,7 +562,7 @@ async fn one_shot_answers_print_the_question_and_what_was_recorded() {
 
     let p = api.ask_permission("Bash: ls").await;
     let out = run(&home, &[id(&p), "--choice", "maybe"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("not one of this question's choices; the choices are: allow-once, deny"));
     assert_eq!(
@@ -583,13 +584,13 @@ fn without_a_terminal_it_says_how_to_answer_in_one_go() {
     let home = Home::new();
     let _d = Daemon::start(&home, &[]);
     let out = run(&home, &[]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("needs a terminal"),
         "{out:?}"
     );
     let out = run(&home, &["--choice", "deny"]);
-    assert_eq!(out.status.code(), Some(1), "--choice needs an id");
+    assert_eq!(out.status.code(), Some(2), "--choice needs an id");
     let help = home
         .cmd(AGENTNOTIFY)
         .args(["answer", "--help"])

@@ -72,22 +72,22 @@ proptest! {
     fn interaction_requests_are_accepted_only_within_bounds(b in body()) {
         match InteractionRequest::from_json(&b) {
             Ok(r) => {
-                let n = r.prompt.chars().count();
+                let n = r.question.prompt.chars().count();
                 prop_assert!((1..=2000).contains(&n));
                 prop_assert!((30..=3600).contains(&r.ttl_seconds));
-                prop_assert!(r.agent.chars().count() <= 100 && !r.agent.is_empty());
+                prop_assert!(r.question.agent.chars().count() <= 100 && !r.question.agent.is_empty());
                 prop_assert!(r.key.as_ref().is_none_or(|k| k.chars().count() <= 100));
-                match r.kind {
+                match r.question.kind {
                     agentnotify::model::Kind::Text => {
-                        prop_assert!(r.choices.is_empty());
-                        prop_assert!(r.text_max_length.is_some_and(|m| (1..=2000).contains(&m)));
+                        prop_assert!(r.question.choices.is_empty());
+                        prop_assert!(r.question.text_max_length.is_some_and(|m| (1..=2000).contains(&m)));
                     }
-                    _ => prop_assert!((2..=12).contains(&r.choices.len())),
+                    _ => prop_assert!((2..=12).contains(&r.question.choices.len())),
                 }
-                let mut ids: Vec<&str> = r.choices.iter().map(|c| c.id.as_str()).collect();
+                let mut ids: Vec<&str> = r.question.choices.iter().map(|c| c.id.as_str()).collect();
                 ids.sort();
                 ids.dedup();
-                prop_assert_eq!(ids.len(), r.choices.len());
+                prop_assert_eq!(ids.len(), r.question.choices.len());
                 prop_assert_eq!(r.digest().len(), 64);
             }
             Err(e) => prop_assert!(names_a_field(&e.0), "{}", e.0),

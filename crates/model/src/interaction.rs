@@ -115,17 +115,14 @@ pub struct Response {
     pub created_at: Timestamp,
 }
 
-/// The durable record of one question.
+/// Everything a person is shown of a question, and so everything its digest binds
+/// (SPEC §2.1, §13.4). `Interaction`, the request, the web view and the phone payload embed
+/// it, so a displayed field is written down once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Interaction {
-    pub id: String,
-    pub key: Option<String>,
+pub struct Question {
     pub agent: String,
-    pub agent_instance: Option<String>,
     pub project: Option<String>,
     pub session_id: Option<String>,
-    pub turn_id: Option<String>,
-    pub native_request_id: Option<String>,
     pub kind: Kind,
     pub prompt: String,
     /// What actually runs, shown whole under the prompt (SPEC §13.1); exact, never trimmed.
@@ -143,6 +140,36 @@ pub struct Interaction {
     pub allow_other: bool,
     #[serde(default)]
     pub other_max_length: Option<u32>,
+}
+
+impl Question {
+    /// The v2 digest of what is shown (SPEC §13.4).
+    pub fn digest(&self) -> String {
+        request_digest(&DigestInput {
+            kind: self.kind,
+            agent: &self.agent,
+            project: self.project.as_deref(),
+            session_id: self.session_id.as_deref(),
+            prompt: &self.prompt,
+            body: self.body.as_deref(),
+            choices: &self.choices,
+            text_max_length: self.text_max_length,
+            selections: self.min_selections.zip(self.max_selections),
+            other_max_length: self.other_max_length,
+        })
+    }
+}
+
+/// The durable record of one question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interaction {
+    pub id: String,
+    pub key: Option<String>,
+    pub agent_instance: Option<String>,
+    pub turn_id: Option<String>,
+    pub native_request_id: Option<String>,
+    #[serde(flatten)]
+    pub question: Question,
     pub status: Status,
     pub request_digest: String,
     /// Which digest encoding `request_digest` uses: 1 (SPEC §2.1, records made before
@@ -186,21 +213,10 @@ pub const CHOICE_IDS_MAX: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InteractionRequest {
     pub key: Option<String>,
-    pub agent: String,
     pub agent_instance: Option<String>,
-    pub project: Option<String>,
-    pub session_id: Option<String>,
     pub turn_id: Option<String>,
     pub native_request_id: Option<String>,
-    pub kind: Kind,
-    pub prompt: String,
-    pub body: Option<String>,
-    pub choices: Vec<Choice>,
-    pub text_max_length: Option<u32>,
-    pub min_selections: Option<u32>,
-    pub max_selections: Option<u32>,
-    pub allow_other: bool,
-    pub other_max_length: Option<u32>,
+    pub question: Question,
     pub ttl_seconds: u32,
     pub owner_lease: bool,
 }
@@ -276,22 +292,24 @@ impl InteractionRequest {
             .unwrap_or(TTL_DEFAULT);
         Ok(InteractionRequest {
             key: f.opt_str("key", 100)?,
-            agent: f.opt_str("agent", 100)?.unwrap_or_else(|| "unknown".into()),
             agent_instance: f.opt_str("agent_instance", 100)?,
-            project: f.opt_str("project", 200)?,
-            session_id: f.opt_str("session_id", 200)?,
             turn_id: f.opt_str("turn_id", 200)?,
             native_request_id: f.opt_str("native_request_id", 200)?,
-            kind,
-            prompt,
-            body: body_text,
-            choices,
-            text_max_length,
-            min_selections,
-            max_selections,
-            allow_other,
-            other_max_length: allow_other
-                .then(|| other_max.map(|n| n as u32).unwrap_or(OTHER_MAX_DEFAULT)),
+            question: Question {
+                agent: f.opt_str("agent", 100)?.unwrap_or_else(|| "unknown".into()),
+                project: f.opt_str("project", 200)?,
+                session_id: f.opt_str("session_id", 200)?,
+                kind,
+                prompt,
+                body: body_text,
+                choices,
+                text_max_length,
+                min_selections,
+                max_selections,
+                allow_other,
+                other_max_length: allow_other
+                    .then(|| other_max.map(|n| n as u32).unwrap_or(OTHER_MAX_DEFAULT)),
+            },
             ttl_seconds: ttl as u32,
             owner_lease: f.opt_bool("owner_lease")?.unwrap_or(false),
         })
@@ -299,18 +317,7 @@ impl InteractionRequest {
 
     /// The digest (v2) this request's question would carry.
     pub fn digest(&self) -> String {
-        request_digest(&DigestInput {
-            kind: self.kind,
-            agent: &self.agent,
-            project: self.project.as_deref(),
-            session_id: self.session_id.as_deref(),
-            prompt: &self.prompt,
-            body: self.body.as_deref(),
-            choices: &self.choices,
-            text_max_length: self.text_max_length,
-            selections: self.min_selections.zip(self.max_selections),
-            other_max_length: self.other_max_length,
-        })
+        self.question.digest()
     }
 
     /// A new pending interaction with a fresh id and nonce.
@@ -319,21 +326,10 @@ impl InteractionRequest {
         Interaction {
             id: super::new_id(),
             key: self.key,
-            agent: self.agent,
             agent_instance: self.agent_instance,
-            project: self.project,
-            session_id: self.session_id,
             turn_id: self.turn_id,
             native_request_id: self.native_request_id,
-            kind: self.kind,
-            prompt: self.prompt,
-            body: self.body,
-            choices: self.choices,
-            text_max_length: self.text_max_length,
-            min_selections: self.min_selections,
-            max_selections: self.max_selections,
-            allow_other: self.allow_other,
-            other_max_length: self.other_max_length,
+            question: self.question,
             status: Status::Pending,
             request_digest,
             digest_version: DIGEST_VERSION,
@@ -551,13 +547,13 @@ impl Interaction {
     /// the kind takes; an "Other" text may stand instead of a choice (or, on a multi_choice,
     /// beside `choice_ids`, counting as one selection) when the question allows it.
     fn check_shape(&self, sub: &AnswerSubmission) -> Result<(), String> {
-        let other = self.allow_other && self.kind.has_choices();
-        match self.kind {
+        let other = self.question.allow_other && self.question.kind.has_choices();
+        match self.question.kind {
             Kind::Text => {
                 if sub.choice_id.is_some() || sub.choice_ids.is_some() {
                     return Err("this question takes text, not a choice".into());
                 }
-                let max = self.text_max_length.unwrap_or(TEXT_MAX_DEFAULT);
+                let max = self.question.text_max_length.unwrap_or(TEXT_MAX_DEFAULT);
                 match &sub.text {
                     None => Err("give exactly one of choice_id or text".into()),
                     Some(t) => check_text("text", t, max),
@@ -598,10 +594,11 @@ impl Interaction {
                     check_text("text", t, self.other_limit())?;
                 }
                 let count = ids.len() + usize::from(sub.text.is_some());
-                let min = self.min_selections.unwrap_or(1) as usize;
+                let min = self.question.min_selections.unwrap_or(1) as usize;
                 let max = self
+                    .question
                     .max_selections
-                    .map_or(self.choices.len(), |m| m as usize);
+                    .map_or(self.question.choices.len(), |m| m as usize);
                 if count < min || count > max {
                     let other_note = if other {
                         " (an Other text counts as one)"
@@ -618,16 +615,19 @@ impl Interaction {
     }
 
     fn other_limit(&self) -> u32 {
-        self.other_max_length.unwrap_or(OTHER_MAX_DEFAULT)
+        self.question.other_max_length.unwrap_or(OTHER_MAX_DEFAULT)
     }
 
     fn check_offered(&self, ids: &[String]) -> Result<(), String> {
-        let field = if self.kind == Kind::MultiChoice {
+        let field = if self.question.kind == Kind::MultiChoice {
             "choice_ids names a choice that is not offered"
         } else {
             "choice_id is not one of the offered choices"
         };
-        match ids.iter().all(|c| self.choices.iter().any(|x| &x.id == c)) {
+        match ids
+            .iter()
+            .all(|c| self.question.choices.iter().any(|x| &x.id == c))
+        {
             true => Ok(()),
             false => Err(field.into()),
         }
@@ -702,7 +702,7 @@ mod tests {
             json!({"kind": "multi_choice", "prompt": "Pick", "choices": three(),
                                "allow_other": true, "other_max_length": 5}),
         );
-        assert_eq!(multi.max_selections, Some(4));
+        assert_eq!(multi.question.max_selections, Some(4));
         assert!(matches!(
             answer(
                 &multi,
@@ -719,7 +719,7 @@ mod tests {
             json!({"kind": "single_choice", "prompt": "Pick", "choices": three(),
                                 "allow_other": true}),
         );
-        assert_eq!(single.other_max_length, Some(OTHER_MAX_DEFAULT));
+        assert_eq!(single.question.other_max_length, Some(OTHER_MAX_DEFAULT));
         assert!(matches!(
             answer(&single, json!({"text": "mine"})),
             Verdict::Accept(_)
@@ -728,7 +728,7 @@ mod tests {
         let closed = ask(json!({"kind": "single_choice", "prompt": "Pick", "choices": three()}));
         assert!(refused(answer(&closed, json!({"text": "mine"}))).contains("not text"));
         let permission = ask(json!({"prompt": "Run?", "allow_other": true}));
-        assert!(!permission.allow_other && permission.other_max_length.is_none());
+        assert!(!permission.question.allow_other && permission.question.other_max_length.is_none());
     }
 
     #[test]
@@ -778,11 +778,14 @@ mod tests {
     fn the_body_is_kept_exact_and_bound_by_the_digest() {
         let body = "  rm -rf build\u{202E}\n";
         let i = ask(json!({"prompt": "Run?", "body": body}));
-        assert_eq!(i.body.as_deref(), Some(body));
+        assert_eq!(i.question.body.as_deref(), Some(body));
         assert_eq!(i.digest_version, 2);
         let other = ask(json!({"prompt": "Run?", "body": "rm -rf build"}));
         assert_ne!(i.request_digest, other.request_digest);
-        assert_eq!(ask(json!({"prompt": "Run?", "body": ""})).body, None);
+        assert_eq!(
+            ask(json!({"prompt": "Run?", "body": ""})).question.body,
+            None
+        );
     }
 
     #[test]

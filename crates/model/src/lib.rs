@@ -12,7 +12,7 @@ pub mod time;
 
 pub use fields::Invalid;
 pub use interaction::{
-    AnswerSubmission, Choice, Interaction, InteractionRequest, Kind, Response, Status,
+    AnswerSubmission, Choice, Interaction, InteractionRequest, Kind, Question, Response, Status,
 };
 pub use notification::{Notification, NotificationRequest, NotificationStatus, Priority};
 pub use time::Timestamp;

@@ -202,10 +202,10 @@ pub struct ChoiceDisplay {
 impl QuestionDisplay {
     pub fn of(i: &Interaction) -> QuestionDisplay {
         QuestionDisplay {
-            prompt: display_segments(&i.prompt),
-            body: i.body.as_deref().map(display_segments),
-            body_lines: i.body.as_deref().map_or(0, |b| b.lines().count()),
-            choices: i.choices.iter().map(ChoiceDisplay::of).collect(),
+            prompt: display_segments(&i.question.prompt),
+            body: i.question.body.as_deref().map(display_segments),
+            body_lines: i.question.body.as_deref().map_or(0, |b| b.lines().count()),
+            choices: i.question.choices.iter().map(ChoiceDisplay::of).collect(),
         }
     }
 }

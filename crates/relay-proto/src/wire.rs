@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use agentnotify_model::{Choice, Interaction, Kind};
+use agentnotify_model::{Interaction, Question};
 
 /// `contract_version` of every payload and answer.
 pub const CONTRACT_VERSION: &str = "1";
@@ -22,28 +22,13 @@ pub fn answer_event_id(response_id: &str) -> String {
 }
 
 /// What a phone sees of a question: the displayed fields plus what it needs to answer.
+/// An allow-list: nothing of the record but these reaches a phone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionView {
     pub id: String,
     pub key: Option<String>,
-    pub agent: String,
-    pub project: Option<String>,
-    pub session_id: Option<String>,
-    pub kind: Kind,
-    pub prompt: String,
-    /// What runs, whole (SPEC §13.1); absent from payloads sealed before it existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    pub choices: Vec<Choice>,
-    pub text_max_length: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_selections: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_selections: Option<u32>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub allow_other: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_max_length: Option<u32>,
+    #[serde(flatten)]
+    pub question: Question,
     pub request_digest: String,
     pub nonce: String,
     pub created_at: String,
@@ -66,18 +51,7 @@ impl QuestionPayload {
             interaction: QuestionView {
                 id: i.id.clone(),
                 key: i.key.clone(),
-                agent: i.agent.clone(),
-                project: i.project.clone(),
-                session_id: i.session_id.clone(),
-                kind: i.kind,
-                prompt: i.prompt.clone(),
-                body: i.body.clone(),
-                choices: i.choices.clone(),
-                text_max_length: i.text_max_length,
-                min_selections: i.min_selections,
-                max_selections: i.max_selections,
-                allow_other: i.allow_other,
-                other_max_length: i.other_max_length,
+                question: i.question.clone(),
                 request_digest: i.request_digest.clone(),
                 nonce: i.nonce.clone(),
                 created_at: i.created_at.to_rfc3339(),

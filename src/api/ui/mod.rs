@@ -445,6 +445,7 @@ fn recorded_answer(record: &Interaction) -> String {
     };
     let label = |id: &String| {
         let label = record
+            .question
             .choices
             .iter()
             .find(|c| &c.id == id)

@@ -4,25 +4,15 @@
 use serde::Serialize;
 
 use crate::model::render::{display_segments, QuestionDisplay, Segment};
-use crate::model::{Choice, Interaction, Kind, Status, Timestamp};
+use crate::model::{Interaction, Question, Status, Timestamp};
 
 /// An interaction as the page receives it.
 #[derive(Debug, Clone, Serialize)]
 pub struct InteractionView {
     pub id: String,
-    pub agent: String,
     pub agent_instance: Option<String>,
-    pub project: Option<String>,
-    pub session_id: Option<String>,
-    pub kind: Kind,
-    pub prompt: String,
-    pub body: Option<String>,
-    pub choices: Vec<Choice>,
-    pub text_max_length: Option<u32>,
-    pub min_selections: Option<u32>,
-    pub max_selections: Option<u32>,
-    pub allow_other: bool,
-    pub other_max_length: Option<u32>,
+    #[serde(flatten)]
+    pub question: Question,
     /// The displayed fields rendered under SPEC §13.2 (escaped code points, mixed-script
     /// words), computed here so the page needs no Unicode tables of its own.
     pub display: QuestionDisplay,
@@ -64,9 +54,9 @@ pub struct MetaDisplay {
 impl MetaDisplay {
     fn of(i: &Interaction) -> MetaDisplay {
         MetaDisplay {
-            agent: display_segments(&i.agent),
+            agent: display_segments(&i.question.agent),
             agent_instance: i.agent_instance.as_deref().map(display_segments),
-            project: i.project.as_deref().map(display_segments),
+            project: i.question.project.as_deref().map(display_segments),
         }
     }
 }
@@ -76,7 +66,8 @@ impl From<&Interaction> for InteractionView {
         let response = i.response.as_ref().map(|r| ResponseView {
             choice_id: r.choice_id.clone(),
             choice_label: r.choice_id.as_ref().and_then(|c| {
-                i.choices
+                i.question
+                    .choices
                     .iter()
                     .find(|x| &x.id == c)
                     .map(|x| x.label.clone())
@@ -84,7 +75,7 @@ impl From<&Interaction> for InteractionView {
             choice_ids: r.choice_ids.clone(),
             choice_labels: r.choice_ids.as_ref().map(|ids| {
                 ids.iter()
-                    .filter_map(|c| i.choices.iter().find(|x| &x.id == c))
+                    .filter_map(|c| i.question.choices.iter().find(|x| &x.id == c))
                     .map(|x| x.label.clone())
                     .collect()
             }),
@@ -95,19 +86,8 @@ impl From<&Interaction> for InteractionView {
         });
         InteractionView {
             id: i.id.clone(),
-            agent: i.agent.clone(),
             agent_instance: i.agent_instance.clone(),
-            project: i.project.clone(),
-            session_id: i.session_id.clone(),
-            kind: i.kind,
-            prompt: i.prompt.clone(),
-            body: i.body.clone(),
-            choices: i.choices.clone(),
-            text_max_length: i.text_max_length,
-            min_selections: i.min_selections,
-            max_selections: i.max_selections,
-            allow_other: i.allow_other,
-            other_max_length: i.other_max_length,
+            question: i.question.clone(),
             display: QuestionDisplay::of(i),
             meta_display: MetaDisplay::of(i),
             status: i.status,
