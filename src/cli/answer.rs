@@ -7,12 +7,11 @@
 
 use std::io::IsTerminal;
 
-use serde_json::{json, Map, Value};
-
 use super::args::AnswerArgs;
 use super::tui::{Asked, Tui};
 use super::CliError;
 use crate::client::{Client, ClientError};
+use crate::model::{AnswerSubmission, Interaction, Kind, Status};
 
 /// The model's one rendering for people (SPEC §13.2): no control character passes raw.
 pub use crate::model::render::render_visible as shown;
@@ -47,46 +46,43 @@ pub struct Question {
 }
 
 impl Question {
-    pub fn from_record(v: &Value) -> Result<Question, CliError> {
-        let s = |k: &str| v[k].as_str().map(str::to_string);
-        let bad = || CliError::Other("the broker sent a question this command cannot read".into());
-        let kind = s("kind").ok_or_else(bad)?;
-        let choices = v["choices"]
-            .as_array()
-            .into_iter()
-            .flatten()
+    pub fn from_record(i: &Interaction) -> Result<Question, CliError> {
+        let q = &i.question;
+        let kind = q.kind.as_str().to_string();
+        let choices = q
+            .choices
+            .iter()
             .map(|c| Offer {
-                id: c["id"].as_str().unwrap_or_default().to_string(),
-                label: c["label"].as_str().unwrap_or_default().to_string(),
-                detail: c["detail"].as_str().map(str::to_string),
+                id: c.id.clone(),
+                label: c.label.clone(),
+                detail: c.detail.clone(),
             })
             .collect();
-        let n = |k: &str| v[k].as_u64().map(|n| n as usize);
-        let text_max = if kind == "text" {
-            Some(n("text_max_length").unwrap_or(500))
-        } else if v["allow_other"] == true {
-            Some(n("other_max_length").unwrap_or(500))
+        let text_max = if q.kind == Kind::Text {
+            Some(q.text_max_length.unwrap_or(500) as usize)
+        } else if q.allow_other {
+            Some(q.other_max_length.unwrap_or(500) as usize)
         } else {
             None
         };
-        let selections = match (n("min_selections"), n("max_selections")) {
-            (Some(min), Some(max)) if kind == "multi_choice" => Some((min, max)),
-            _ if kind == "multi_choice" => Some((1, v["choices"].as_array().map_or(1, Vec::len))),
-            _ => None,
+        let selections = match (q.min_selections, q.max_selections) {
+            _ if q.kind != Kind::MultiChoice => None,
+            (Some(min), Some(max)) => Some((min as usize, max as usize)),
+            _ => Some((1, q.choices.len().max(1))),
         };
         Ok(Question {
-            id: s("id").ok_or_else(bad)?,
-            agent: s("agent").unwrap_or_default(),
-            project: s("project"),
-            prompt: s("prompt").unwrap_or_default(),
-            body: s("body").filter(|b| !b.is_empty()),
+            id: i.id.clone(),
+            agent: q.agent.clone(),
+            project: q.project.clone(),
+            prompt: q.prompt.clone(),
+            body: q.body.clone().filter(|b| !b.is_empty()),
             choices,
             text_max,
             selections,
-            created_at: s("created_at").unwrap_or_default(),
-            expires_at: s("expires_at").unwrap_or_default(),
-            digest: s("request_digest").ok_or_else(bad)?,
-            nonce: s("nonce").ok_or_else(bad)?,
+            created_at: i.created_at.to_rfc3339(),
+            expires_at: i.expires_at.to_rfc3339(),
+            digest: i.request_digest.clone(),
+            nonce: i.nonce.clone(),
             kind,
         })
     }
@@ -120,20 +116,25 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The answer fields of a respond body for this question's kind.
-    fn fields(&self, q: &Question) -> Map<String, Value> {
-        let mut m = Map::new();
-        if q.is_multi() {
-            if !self.choice_ids.is_empty() {
-                m.insert("choice_ids".into(), json!(self.choice_ids));
-            }
-        } else if let Some(id) = self.choice_ids.first() {
-            m.insert("choice_id".into(), json!(id));
+    /// The respond body for this question's kind, bound to the digest and nonce of the
+    /// record that was shown.
+    fn submission(&self, q: &Question) -> AnswerSubmission {
+        let (choice_id, choice_ids) = if q.is_multi() {
+            let ids = (!self.choice_ids.is_empty()).then(|| self.choice_ids.clone());
+            (None, ids)
+        } else {
+            (self.choice_ids.first().cloned(), None)
+        };
+        AnswerSubmission {
+            response_id: format!("cli-{}", crate::model::new_id()),
+            request_digest: Some(q.digest.clone()),
+            nonce: Some(q.nonce.clone()),
+            choice_id,
+            choice_ids,
+            text: self.text.clone(),
+            source: "cli".into(),
+            device_id: None,
         }
-        if let Some(t) = &self.text {
-            m.insert("text".into(), json!(t));
-        }
-        m
     }
 }
 
@@ -144,7 +145,7 @@ pub async fn run(a: AnswerArgs) -> Result<(), CliError> {
         let id = a.id.as_deref().unwrap_or_default();
         let record = client.get_interaction(id).await?;
         let q = Question::from_record(&record)?;
-        if record["status"] != "pending" {
+        if record.status != Status::Pending {
             return Err(ended(&record));
         }
         print!("{}", as_text(&q));
@@ -161,7 +162,7 @@ pub async fn run(a: AnswerArgs) -> Result<(), CliError> {
     if let Some(id) = &a.id {
         // A question that is no longer pending is reported before any screen opens.
         let record = client.get_interaction(id).await?;
-        if record["status"] != "pending" {
+        if record.status != Status::Pending {
             return Err(ended(&record));
         }
     }
@@ -176,7 +177,7 @@ pub async fn run(a: AnswerArgs) -> Result<(), CliError> {
             },
         };
         let record = client.get_interaction(&id).await?;
-        if record["status"] != "pending" {
+        if record.status != Status::Pending {
             drop(tui);
             return Err(ended(&record));
         }
@@ -201,10 +202,10 @@ pub async fn run(a: AnswerArgs) -> Result<(), CliError> {
 
 /// Resolves once the question leaves `pending`, with its record (an observer's waits: they
 /// do not keep an owner's lease alive).
-async fn until_ended(client: Client, id: String) -> Value {
+async fn until_ended(client: Client, id: String) -> Interaction {
     loop {
         match client.wait(&id, 60, false).await {
-            Ok(v) if v["status"] != "pending" => return v,
+            Ok(v) if v.status != Status::Pending => return v,
             Ok(_) => {}
             // The broker went away: nothing to report until it is back.
             Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
@@ -292,15 +293,7 @@ fn from_flags(
 /// Sends the answer, bound to the digest and nonce of the record that was shown, and
 /// reports what the broker recorded (from its reply, which may be an earlier answer).
 async fn submit(client: &Client, q: &Question, answer: &Answer) -> Result<(), CliError> {
-    let mut body = answer.fields(q);
-    body.insert(
-        "response_id".into(),
-        json!(format!("cli-{}", crate::model::new_id())),
-    );
-    body.insert("request_digest".into(), json!(q.digest));
-    body.insert("nonce".into(), json!(q.nonce));
-    body.insert("source".into(), json!("cli"));
-    match client.respond(&q.id, &Value::Object(body)).await {
+    match client.respond(&q.id, &answer.submission(q)).await {
         Ok(record) => {
             println!(
                 "Answered {} (recorded by the broker).",
@@ -318,39 +311,34 @@ async fn submit(client: &Client, q: &Question, answer: &Answer) -> Result<(), Cl
 }
 
 /// The accepted answer of a record, for people: labels and quoted text, rendered.
-pub fn recorded_answer(record: &Value) -> String {
+pub fn recorded_answer(record: &Interaction) -> String {
     let q = Question::from_record(record).ok();
-    let r = &record["response"];
+    let Some(r) = &record.response else {
+        return "(no answer)".into();
+    };
     let label = |id: &str| {
         q.as_ref()
             .map_or_else(|| id.to_string(), |q| q.label_of(id))
     };
     let mut parts: Vec<String> = Vec::new();
-    if let Some(id) = r["choice_id"].as_str() {
+    if let Some(id) = &r.choice_id {
         parts.push(format!("“{}”", shown(&label(id))));
     }
-    for id in r["choice_ids"].as_array().into_iter().flatten() {
-        parts.push(format!(
-            "“{}”",
-            shown(&label(id.as_str().unwrap_or_default()))
-        ));
+    for id in r.choice_ids.iter().flatten() {
+        parts.push(format!("“{}”", shown(&label(id))));
     }
-    if let Some(t) = r["text"].as_str() {
+    if let Some(t) = &r.text {
         parts.push(format!("the text “{}”", shown(t)));
     }
     if parts.is_empty() {
         parts.push("(no answer)".into());
     }
-    format!(
-        "{} from {}",
-        parts.join(", "),
-        shown(r["source"].as_str().unwrap_or("?"))
-    )
+    format!("{} from {}", parts.join(", "), shown(&r.source))
 }
 
 /// The error for a question that is no longer waiting, saying what the broker recorded.
-fn ended(record: &Value) -> CliError {
-    let what = match record["status"].as_str().unwrap_or_default() {
+fn ended(record: &Interaction) -> CliError {
+    let what = match record.status.as_str() {
         "answered" => format!(
             "this question was already answered: {} (already_answered)",
             recorded_answer(record)
@@ -427,17 +415,20 @@ pub fn lines_label(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     fn question(kind: &str, extra: Value) -> Question {
         let mut v = json!({
-            "id": "0123", "kind": kind, "agent": "claude", "prompt": "Pick",
-            "request_digest": "d", "nonce": "n",
+            "kind": kind, "agent": "claude", "prompt": "Pick",
             "choices": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}],
         });
         for (k, x) in extra.as_object().unwrap() {
             v[k] = x.clone();
         }
-        Question::from_record(&v).unwrap()
+        let record = crate::model::InteractionRequest::from_json(&v)
+            .unwrap()
+            .into_interaction(crate::model::Timestamp::now());
+        Question::from_record(&record).unwrap()
     }
 
     #[test]
@@ -448,16 +439,16 @@ mod tests {
         assert!(from_flags(&q, vec!["a".into(), "b".into()], None).is_err());
         assert!(from_flags(&q, vec![], Some("x".into())).is_err());
         let a = from_flags(&q, vec!["b".into()], None).unwrap();
-        assert_eq!(a.fields(&q)["choice_id"], "b");
+        assert_eq!(a.submission(&q).choice_id.as_deref(), Some("b"));
 
         let multi = question(
             "multi_choice",
             json!({"min_selections": 1, "max_selections": 3, "allow_other": true, "other_max_length": 3}),
         );
         let a = from_flags(&multi, vec!["a".into(), "b".into()], Some("xy".into())).unwrap();
-        let f = a.fields(&multi);
-        assert_eq!(f["choice_ids"], json!(["a", "b"]));
-        assert_eq!(f["text"], "xy");
+        let f = a.submission(&multi);
+        assert_eq!(f.choice_ids, Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(f.text.as_deref(), Some("xy"));
         assert!(from_flags(&multi, vec![], Some("long".into())).is_err());
         let e = from_flags(&multi, vec![], None).unwrap_err();
         assert!(e.to_string().contains("takes 1 to 3 choices"), "{e}");
@@ -467,18 +458,29 @@ mod tests {
         assert_eq!(
             from_flags(&text, vec![], Some("hello".into()))
                 .unwrap()
-                .fields(&text)["text"],
-            "hello"
+                .submission(&text)
+                .text
+                .as_deref(),
+            Some("hello")
         );
     }
 
     #[test]
     fn the_recorded_answer_is_told_with_labels() {
-        let record = json!({
-            "id": "0123", "kind": "single_choice", "agent": "claude", "prompt": "Pick",
-            "request_digest": "d", "nonce": "n",
+        let mut record = crate::model::InteractionRequest::from_json(&json!({
+            "kind": "single_choice", "agent": "claude", "prompt": "Pick",
             "choices": [{"id": "a", "label": "Alpha\u{202e}"}, {"id": "b", "label": "B"}],
-            "response": {"choice_id": "a", "source": "web"},
+        }))
+        .unwrap()
+        .into_interaction(crate::model::Timestamp::now());
+        record.response = Some(crate::model::Response {
+            response_id: "r".into(),
+            choice_id: Some("a".into()),
+            choice_ids: None,
+            text: None,
+            source: "web".into(),
+            device_id: None,
+            created_at: crate::model::Timestamp::now(),
         });
         assert_eq!(recorded_answer(&record), "“Alpha⟨U+202E⟩” from web");
     }

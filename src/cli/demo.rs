@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::answer::Question;
 use super::CliError;
 use crate::client;
+use crate::model::Interaction;
 use crate::paths::Paths;
 
 const SAMPLE: &str = include_str!("../../hooks/fixtures/claude-bash.json");
@@ -46,7 +47,7 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
 
     let client = client::attach_or_spawn(&paths).await?;
     let question = find_question(&client, &session).await?;
-    let id = question["id"].as_str().unwrap_or_default();
+    let id = question.id.as_str();
     println!("\nThe agent asks (interaction {id}):\n");
     print!(
         "{}",
@@ -54,11 +55,11 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
     );
     println!("\nAnswer it from another terminal:\n\n    agentnotify answer\n");
     println!("or in one go with one of:\n");
-    for choice in question["choices"].as_array().into_iter().flatten() {
+    for choice in &question.question.choices {
         println!(
             "    agentnotify answer {id} --choice {}    # {}",
-            super::answer::shown(choice["id"].as_str().unwrap_or("")),
-            super::answer::shown(choice["label"].as_str().unwrap_or(""))
+            super::answer::shown(&choice.id),
+            super::answer::shown(&choice.label)
         );
     }
     println!("\nOr answer it in your browser: run `agentnotify ui` in another terminal.");
@@ -80,12 +81,11 @@ pub async fn run(a: super::args::DemoArgs) -> Result<(), CliError> {
 }
 
 /// The hook's question, found by the demo's unique session id.
-async fn find_question(client: &client::Client, session: &str) -> Result<Value, CliError> {
+async fn find_question(client: &client::Client, session: &str) -> Result<Interaction, CliError> {
     let query = [("session", session.to_string())];
     for _ in 0..250 {
-        let list = client.list_interactions(&query).await?;
-        if let Some(q) = list["interactions"].as_array().and_then(|l| l.first()) {
-            return Ok(q.clone());
+        if let Some(q) = client.list_interactions(&query).await?.into_iter().next() {
+            return Ok(q);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -20,6 +20,7 @@ use crate::cli::relay::RelayCliError;
 use crate::client::{self, Client, ClientError};
 use crate::daemon::{self, DaemonExit, DaemonOptions};
 use crate::exit::{self, Exit, ExitStatus};
+use crate::model::{AnswerSubmission, InteractionRequest, NotificationRequest};
 use crate::paths::Paths;
 
 #[derive(Debug, thiserror::Error)]
@@ -171,12 +172,19 @@ async fn run(command: Command) -> Result<(), CliError> {
     }
 }
 
+/// A request the broker would refuse, told as the broker tells it (`… (invalid_request)`).
+fn invalid(e: crate::model::Invalid) -> CliError {
+    CliError::Other(format!("{} (invalid_request)", e.0))
+}
+
 async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
     use InteractionsCommand::*;
     match c {
         Request(a) => {
             let body = request_body(&a)?;
-            let (record, _) = connect().await?.request_interaction(&body).await?;
+            // Checked here with the broker's own rules, so the message is the broker's.
+            let request = InteractionRequest::from_json(&body).map_err(invalid)?;
+            let (record, _) = connect().await?.request_interaction(&request).await?;
             output::print_json(&record);
         }
         List(a) => {
@@ -189,7 +197,7 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
             push_opt(&mut q, "project", a.project);
             push_opt(&mut q, "session", a.session);
             push_opt(&mut q, "limit", a.limit.map(|n| n.to_string()));
-            let list = connect().await?.list_interactions(&q).await?;
+            let list = json!({ "interactions": connect().await?.list_interactions(&q).await? });
             if a.json {
                 output::print_json(&list);
             } else {
@@ -222,7 +230,8 @@ async fn interactions(c: InteractionsCommand) -> Result<(), CliError> {
             if let Some(d) = a.device {
                 body["device_id"] = json!(d);
             }
-            output::print_json(&connect().await?.respond(&a.id, &body).await?);
+            let answer = AnswerSubmission::from_json(&body).map_err(invalid)?;
+            output::print_json(&connect().await?.respond(&a.id, &answer).await?);
         }
         Cancel(a) => output::print_json(&connect().await?.cancel(&a.id).await?),
         Publish(a) => output::print_json(&connect().await?.publish(&a.id).await?),
@@ -282,7 +291,8 @@ async fn notify(c: NotifyCommand) -> Result<(), CliError> {
                 "title": a.title, "message": a.message, "type": a.kind, "priority": a.priority,
                 "agent": a.agent, "project": a.project, "key": a.key,
             });
-            output::print_json(&connect().await?.notify(&body).await?);
+            let request = NotificationRequest::from_json(&body).map_err(invalid)?;
+            output::print_json(&connect().await?.notify(&request).await?);
         }
         List(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
@@ -290,7 +300,7 @@ async fn notify(c: NotifyCommand) -> Result<(), CliError> {
             push_opt(&mut q, "agent", a.agent);
             push_opt(&mut q, "project", a.project);
             push_opt(&mut q, "limit", a.limit.map(|n| n.to_string()));
-            let list = connect().await?.list_notifications(&q).await?;
+            let list = json!({ "notifications": connect().await?.list_notifications(&q).await? });
             if a.json {
                 output::print_json(&list);
             } else {

@@ -7,8 +7,8 @@ use crate::model::Timestamp;
 
 /// Pretty JSON with every invisible or reordering code point as a `\uXXXX` escape
 /// (SPEC §13.2): the same JSON, and nothing a terminal would act on.
-pub fn print_json(v: &Value) {
-    let json = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+pub fn print_json(v: &impl serde::Serialize) {
+    let json = serde_json::to_string_pretty(v).unwrap_or_default();
     println!("{}", json_for_terminal(&json));
 }
 

@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::model::Interaction;
 use ratatui::crossterm::event::{
     self, DisableBracketedPaste, EnableBracketedPaste, Event, KeyCode, KeyEvent, KeyEventKind,
     KeyModifiers,
@@ -19,7 +20,6 @@ use ratatui::style::{Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Padding, Paragraph};
 use ratatui::{DefaultTerminal, Frame};
-use serde_json::Value;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use unicode_width::UnicodeWidthChar;
 
@@ -34,7 +34,7 @@ use crate::model::Timestamp;
 pub enum Asked {
     Answer(Answer),
     /// The question left `pending` elsewhere while shown; its record.
-    Ended(Value),
+    Ended(Box<Interaction>),
     Back,
     Quit,
 }
@@ -83,16 +83,15 @@ impl Tui {
         loop {
             match self.next(&mut tick).await {
                 None => {
-                    let selected = items.get(cursor).map(|q: &Value| q["id"].clone());
-                    let list = client.list_interactions(&query).await?;
-                    items = list["interactions"].as_array().cloned().unwrap_or_default();
+                    let selected = items.get(cursor).map(|q: &Interaction| q.id.clone());
+                    items = client.list_interactions(&query).await?;
                     cursor = items
                         .iter()
-                        .position(|q| Some(&q["id"]) == selected.as_ref())
+                        .position(|q| Some(&q.id) == selected.as_ref())
                         .unwrap_or(cursor.min(items.len().saturating_sub(1)));
                 }
                 Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
-                    let id_at = |i: usize| items.get(i).and_then(|q| q["id"].as_str());
+                    let id_at = |i: usize| items.get(i).map(|q| q.id.as_str());
                     match k.code {
                         KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
                             return Ok(None)
@@ -124,7 +123,7 @@ impl Tui {
     /// reports that the question ended elsewhere.
     pub async fn ask<F>(&mut self, q: &Question, ended: &mut F) -> Result<Asked, CliError>
     where
-        F: Future<Output = Result<Value, tokio::task::JoinError>> + Unpin,
+        F: Future<Output = Result<Interaction, tokio::task::JoinError>> + Unpin,
     {
         let mut form = Form::new(q);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -134,7 +133,7 @@ impl Tui {
                 e = self.next(&mut tick) => e,
                 record = &mut *ended => {
                     if let Ok(record) = record {
-                        return Ok(Asked::Ended(record));
+                        return Ok(Asked::Ended(Box::new(record)));
                     }
                     None
                 }
@@ -439,7 +438,7 @@ fn time_left(expires_at: &str) -> String {
     }
 }
 
-fn draw_picker(f: &mut Frame, items: &[Value], cursor: usize) {
+fn draw_picker(f: &mut Frame, items: &[Interaction], cursor: usize) {
     let [top, list, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
@@ -730,18 +729,20 @@ fn choice_lines(form: &Form, width: usize) -> Vec<(Option<usize>, Line<'static>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn question(kind: &str, extra: Value) -> Question {
         let mut v = json!({
-            "id": "0123", "kind": kind, "agent": "claude", "prompt": "Pick",
-            "request_digest": "d", "nonce": "n",
+            "kind": kind, "agent": "claude", "prompt": "Pick",
             "choices": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "c", "label": "C"}],
         });
         for (k, x) in extra.as_object().unwrap() {
             v[k] = x.clone();
         }
-        Question::from_record(&v).unwrap()
+        let record = crate::model::InteractionRequest::from_json(&v)
+            .unwrap()
+            .into_interaction(crate::model::Timestamp::now());
+        Question::from_record(&record).unwrap()
     }
 
     fn key(code: KeyCode) -> KeyEvent {

@@ -21,9 +21,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 pub use hyper::Method;
 use hyper::{Request, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::endpoint::BrokerInfo;
+use crate::model::{
+    AnswerSubmission, Interaction, InteractionRequest, Notification, NotificationRequest,
+};
 use crate::paths::{Paths, PathsError};
 use crate::secret::Secret;
 
@@ -234,50 +239,67 @@ impl Client {
             })
     }
 
-    async fn get(&self, path: &str) -> Result<Value> {
-        Ok(self.call(Method::GET, path, None, DEFAULT_TIMEOUT).await?.1)
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        typed(self.call(Method::GET, path, None, DEFAULT_TIMEOUT).await?.1)
     }
 
-    async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value)> {
-        self.call(Method::POST, path, Some(body), DEFAULT_TIMEOUT)
-            .await
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<(u16, T)> {
+        let body = serde_json::to_value(body).expect("a request body serialises");
+        let (status, v) = self
+            .call(Method::POST, path, Some(&body), DEFAULT_TIMEOUT)
+            .await?;
+        Ok((status, typed(v)?))
     }
 
-    /// `POST /v1/interactions/request`: returns the record and whether it was created.
-    pub async fn request_interaction(&self, body: &Value) -> Result<(Value, bool)> {
-        let (status, v) = self.post("/v1/interactions/request", body).await?;
-        Ok((v, status == 201))
+    /// `POST /v1/interactions/request`: the record, and whether it was created (201) rather
+    /// than a keyed reuse (200).
+    pub async fn request_interaction(
+        &self,
+        req: &InteractionRequest,
+    ) -> Result<(Interaction, bool)> {
+        let (status, record) = self.post("/v1/interactions/request", req).await?;
+        Ok((record, status == 201))
     }
 
-    pub async fn get_interaction(&self, id: &str) -> Result<Value> {
+    pub async fn get_interaction(&self, id: &str) -> Result<Interaction> {
         self.get(&format!("/v1/interactions/{}", enc(id))).await
     }
 
-    /// `GET /v1/interactions?…` with the given query pairs.
-    pub async fn list_interactions(&self, query: &[(&str, String)]) -> Result<Value> {
-        self.get(&format!("/v1/interactions{}", query_string(query)))
-            .await
+    /// `GET /v1/interactions?…` with the given query pairs, newest first.
+    pub async fn list_interactions(&self, query: &[(&str, String)]) -> Result<Vec<Interaction>> {
+        #[derive(serde::Deserialize)]
+        struct List {
+            interactions: Vec<Interaction>,
+        }
+        let list: List = self
+            .get(&format!("/v1/interactions{}", query_string(query)))
+            .await?;
+        Ok(list.interactions)
     }
 
     /// Long-polls for up to `secs` (1–300); the HTTP timeout leaves room for the reply.
     /// `owner` marks the question's owner, whose waits keep its lease alive.
-    pub async fn wait(&self, id: &str, secs: u64, owner: bool) -> Result<Value> {
+    pub async fn wait(&self, id: &str, secs: u64, owner: bool) -> Result<Interaction> {
         let path = format!(
             "/v1/interactions/{}/wait?timeout={secs}&owner={owner}",
             enc(id)
         );
         let timeout = Duration::from_secs(secs + 5);
-        Ok(self.call(Method::GET, &path, None, timeout).await?.1)
+        typed(self.call(Method::GET, &path, None, timeout).await?.1)
     }
 
-    pub async fn respond(&self, id: &str, body: &Value) -> Result<Value> {
+    pub async fn respond(&self, id: &str, answer: &AnswerSubmission) -> Result<Interaction> {
         Ok(self
-            .post(&format!("/v1/interactions/{}/respond", enc(id)), body)
+            .post(&format!("/v1/interactions/{}/respond", enc(id)), answer)
             .await?
             .1)
     }
 
-    pub async fn cancel(&self, id: &str) -> Result<Value> {
+    pub async fn cancel(&self, id: &str) -> Result<Interaction> {
         Ok(self
             .post(
                 &format!("/v1/interactions/{}/cancel", enc(id)),
@@ -287,6 +309,7 @@ impl Client {
             .1)
     }
 
+    /// `POST /v1/interactions/{id}/publish`: `{"id", "published": <providers>}`.
     pub async fn publish(&self, id: &str) -> Result<Value> {
         Ok(self
             .post(
@@ -297,21 +320,27 @@ impl Client {
             .1)
     }
 
-    pub async fn notify(&self, body: &Value) -> Result<Value> {
-        Ok(self.post("/v1/notifications", body).await?.1)
+    pub async fn notify(&self, req: &NotificationRequest) -> Result<Notification> {
+        Ok(self.post("/v1/notifications", req).await?.1)
     }
 
-    pub async fn list_notifications(&self, query: &[(&str, String)]) -> Result<Value> {
-        self.get(&format!("/v1/notifications{}", query_string(query)))
-            .await
+    pub async fn list_notifications(&self, query: &[(&str, String)]) -> Result<Vec<Notification>> {
+        #[derive(serde::Deserialize)]
+        struct List {
+            notifications: Vec<Notification>,
+        }
+        let list: List = self
+            .get(&format!("/v1/notifications{}", query_string(query)))
+            .await?;
+        Ok(list.notifications)
     }
 
-    pub async fn get_notification(&self, id: &str) -> Result<Value> {
+    pub async fn get_notification(&self, id: &str) -> Result<Notification> {
         self.get(&format!("/v1/notifications/{}", enc(id))).await
     }
 
     /// `action` is `resolve` or `dismiss`.
-    pub async fn close_notification(&self, id: &str, action: &str) -> Result<Value> {
+    pub async fn close_notification(&self, id: &str, action: &str) -> Result<Notification> {
         Ok(self
             .post(
                 &format!("/v1/notifications/{}/{action}", enc(id)),
@@ -321,11 +350,12 @@ impl Client {
             .1)
     }
 
-    /// `POST /v1/ui/link`: a one-time login link for the web UI.
+    /// `POST /v1/ui/link`: a one-time login link for the web UI (`{"url", "expires_in"}`).
     pub async fn ui_link(&self) -> Result<Value> {
         Ok(self.post("/v1/ui/link", &Value::Null).await?.1)
     }
 
+    /// `GET /v1/status`: the broker's counts and settings, as it reports them.
     pub async fn status(&self) -> Result<Value> {
         self.get("/v1/status").await
     }
@@ -334,6 +364,11 @@ impl Client {
     pub async fn shutdown_when_idle(&self) -> Result<Value> {
         Ok(self.post("/v1/admin/shutdown", &Value::Null).await?.1)
     }
+}
+
+/// A reply in the shape this client expects, or [`ClientError::BadReply`].
+fn typed<T: DeserializeOwned>(v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| ClientError::BadReply(e.to_string()))
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -11,6 +11,7 @@ use super::decision::{Decision, Event};
 use super::payload::{self, Host, Plan, Question};
 use super::transcript;
 use crate::client::{self, Client, ClientError};
+use crate::model::{Interaction, InteractionRequest, NotificationRequest, Status};
 use crate::paths::Paths;
 
 /// Longest single long-poll: the broker's owner lease needs a wait to start at least this
@@ -188,6 +189,8 @@ async fn run(
             Ok(Decision::AllowWithInput(input))
         }
         Plan::TooLarge { notification } => {
+            let notification =
+                NotificationRequest::from_json(&notification).map_err(|_| Fallback::BadRecord)?;
             if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
                 tracing::warn!(error = %e, "notification not posted");
             }
@@ -200,8 +203,8 @@ async fn run(
 /// "Other" text; for multiSelect the labels in the order they were chosen (`choice_ids`
 /// keeps it), then the Other text, joined by `, ` (an item holding `, ` or `"` is written
 /// as a JSON string). Checked against the real Claude Code in tests/hosts.
-fn answer_of(q: &Question, record: &Value) -> Result<String, Fallback> {
-    let response = &record["response"];
+fn answer_of(q: &Question, record: &Interaction) -> Result<String, Fallback> {
+    let response = record.response.as_ref().ok_or(Fallback::UnknownChoice)?;
     let label = |id: &str| {
         q.option_labels
             .iter()
@@ -209,22 +212,18 @@ fn answer_of(q: &Question, record: &Value) -> Result<String, Fallback> {
             .map(|(_, label)| label.clone())
             .ok_or(Fallback::UnknownChoice)
     };
-    let other = response["text"].as_str().map(str::to_string);
+    let other = response.text.clone();
     if !q.multi {
-        return match (response["choice_id"].as_str(), other) {
+        return match (response.choice_id.as_deref(), other) {
             (Some(id), None) => label(id),
             (None, Some(text)) => Ok(text),
             _ => Err(Fallback::UnknownChoice),
         };
     }
-    let chosen: Vec<&str> = response["choice_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let mut items = chosen
+    let mut items = response
+        .choice_ids
         .iter()
+        .flatten()
         .map(|id| label(id))
         .collect::<Result<Vec<String>, Fallback>>()?;
     items.extend(other);
@@ -250,9 +249,8 @@ struct OpenQuestion {
 impl OpenQuestion {
     /// A record from the broker is believed only if it is the question this hook opened:
     /// same id, same digest of what is shown (SPEC §2.1). Anything else falls back.
-    fn check<'a>(&self, record: &'a Value) -> Result<&'a Value, Fallback> {
-        let same = record["id"].as_str() == Some(self.id.as_str())
-            && record["request_digest"].as_str() == Some(self.digest.as_str());
+    fn check<'a>(&self, record: &'a Interaction) -> Result<&'a Interaction, Fallback> {
+        let same = record.id == self.id && record.request_digest == self.digest;
         if same {
             Ok(record)
         } else {
@@ -269,21 +267,18 @@ async fn open(
     deadline: Instant,
     shared: &Shared,
 ) -> Result<OpenQuestion, Fallback> {
-    // The digest the broker must report: computed here from what this hook asks.
-    let digest = crate::model::InteractionRequest::from_json(&q.request)
-        .map_err(|_| Fallback::BadRecord)?
-        .digest();
+    // Checked by the model's own rules before anything is sent; the digest the broker
+    // must report is computed here from what this hook asks.
+    let request = InteractionRequest::from_json(&q.request).map_err(|_| Fallback::BadRecord)?;
+    let digest = request.digest();
     // While the request is in flight its id is unknown: a signal then gives it a moment.
     shared.lock().expect("not poisoned").opening = true;
     // Retried on a dropped connection too. A first attempt that did reach the broker left a
     // question nobody waits for; its owner lease cancels it within the grace.
-    let opened = retry_transient(deadline, || client.request_interaction(&q.request)).await;
+    let opened = retry_transient(deadline, || client.request_interaction(&request)).await;
     shared.lock().expect("not poisoned").opening = false;
     let (record, _created) = opened?;
-    let id = record["id"]
-        .as_str()
-        .ok_or(Fallback::BadRecord)?
-        .to_string();
+    let id = record.id.clone();
     shared.lock().expect("not poisoned").ids.push(id.clone());
     let opened = OpenQuestion { id, digest };
     opened.check(&record)?;
@@ -293,6 +288,8 @@ async fn open(
     // question's creation, so the wait must start as soon as possible.
     let mut notification = q.notification.clone();
     notification["interaction_id"] = json!(id);
+    let notification =
+        NotificationRequest::from_json(&notification).map_err(|_| Fallback::BadRecord)?;
     let client = client.clone();
     tokio::spawn(async move {
         if let Err(e) = retry_rate_limited(deadline, || client.notify(&notification)).await {
@@ -308,7 +305,7 @@ async fn answered(
     client: &Client,
     opened: &OpenQuestion,
     deadline: Instant,
-) -> Result<Value, Fallback> {
+) -> Result<Interaction, Fallback> {
     let id = opened.id.as_str();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -319,11 +316,10 @@ async fn answered(
         let slice = (left.as_secs_f64().ceil() as u64).min(WAIT_SLICE_SECS);
         let record = wait_once(client, id, slice).await?;
         opened.check(&record)?;
-        match record["status"].as_str() {
-            Some("answered") => return Ok(record),
-            Some("pending") => continue,
-            Some(other) => return Err(Fallback::Ended(other.to_string())),
-            None => return Err(Fallback::BadRecord),
+        match record.status {
+            Status::Answered => return Ok(record),
+            Status::Pending => continue,
+            other => return Err(Fallback::Ended(other.as_str().to_string())),
         }
     }
 }
@@ -331,7 +327,7 @@ async fn answered(
 /// One long-poll. A connection that broke mid-reply is retried at once, up to twice: an
 /// answer that landed while the reply was lost must still reach the host. A broker that is
 /// gone refuses the connect, which is not retried: the hook falls back at once.
-async fn wait_once(client: &Client, id: &str, secs: u64) -> Result<Value, ClientError> {
+async fn wait_once(client: &Client, id: &str, secs: u64) -> Result<Interaction, ClientError> {
     let mut attempts = 0;
     loop {
         match client.wait(id, secs, true).await {
@@ -344,9 +340,11 @@ async fn wait_once(client: &Client, id: &str, secs: u64) -> Result<Value, Client
     }
 }
 
-fn choice_of(record: &Value) -> Result<&str, Fallback> {
-    record["response"]["choice_id"]
-        .as_str()
+fn choice_of(record: &Interaction) -> Result<&str, Fallback> {
+    record
+        .response
+        .as_ref()
+        .and_then(|r| r.choice_id.as_deref())
         .ok_or(Fallback::UnknownChoice)
 }
 

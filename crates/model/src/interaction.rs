@@ -209,13 +209,14 @@ pub const OTHER_MAX_DEFAULT: u32 = 500;
 /// Most entries a `choice_ids` answer may carry before it is refused as malformed.
 pub const CHOICE_IDS_MAX: usize = 64;
 
-/// A validated, normalised `POST /v1/interactions/request` body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated, normalised `POST /v1/interactions/request` body; serialises as that body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InteractionRequest {
     pub key: Option<String>,
     pub agent_instance: Option<String>,
     pub turn_id: Option<String>,
     pub native_request_id: Option<String>,
+    #[serde(flatten)]
     pub question: Question,
     pub ttl_seconds: u32,
     pub owner_lease: bool,
@@ -401,8 +402,9 @@ fn parse_choices(raw: Option<&Value>) -> Result<Vec<Choice>, Invalid> {
     Ok(out)
 }
 
-/// A validated `POST /v1/interactions/{id}/respond` body (rule 0 of SPEC §3.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated `POST /v1/interactions/{id}/respond` body (rule 0 of SPEC §3.3);
+/// serialises as that body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AnswerSubmission {
     pub response_id: String,
     pub request_digest: Option<String>,

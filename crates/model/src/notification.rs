@@ -73,11 +73,12 @@ pub struct Notification {
     pub resolved_at: Option<Timestamp>,
 }
 
-/// A validated `POST /v1/notifications` body.
-#[derive(Debug, Clone, PartialEq)]
+/// A validated `POST /v1/notifications` body; serialises as that body.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NotificationRequest {
     pub title: String,
     pub message: String,
+    #[serde(rename = "type")]
     pub kind: String,
     pub priority: Priority,
     pub agent: Option<String>,
