@@ -107,9 +107,12 @@ impl Proxy {
                     let svc = hyper::service::service_fn(move |req| {
                         let (m, http, upstream) = (Arc::clone(&m), http.clone(), upstream.clone());
                         async move {
-                            Ok::<_, std::convert::Infallible>(
-                                forward(req, &m, &http, &upstream).await,
-                            )
+                            // Down means down for kept-alive connections too: the
+                            // connection breaks without a reply, as when the Relay dies.
+                            if m.load(Ordering::SeqCst) == DOWN {
+                                return Err(std::io::Error::other("relay down"));
+                            }
+                            Ok(forward(req, &m, &http, &upstream).await)
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
