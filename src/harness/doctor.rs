@@ -335,6 +335,29 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                 checks.extend(codex_trust_checks(env, path, f, &reinstall));
             }
         }
+        if host == Host::Claude {
+            // An install from before the PreToolUse path lacks it (SPEC §13.3).
+            let ask = json_config::find_ours_at(&value, &json_config::ASK_PRE_TOOL_USE);
+            checks.push(if ask.is_empty() {
+                Check::new(
+                    Some(host),
+                    "ask_user_question_hook",
+                    Status::Info,
+                    format!(
+                        "no PreToolUse hook for AskUserQuestion in {}: outside the default permission mode Claude's questions are asked at the terminal only",
+                        path.display()
+                    ),
+                )
+                .fix(format!("run `{reinstall}` to add it"))
+            } else {
+                Check::new(
+                    Some(host),
+                    "ask_user_question_hook",
+                    Status::Ok,
+                    "PreToolUse hook for AskUserQuestion installed".to_string(),
+                )
+            });
+        }
         if host == Host::Claude && value.get("disableAllHooks") == Some(&Value::Bool(true)) {
             checks.push(
                 Check::new(

@@ -496,6 +496,10 @@ async fn body<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<
     serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
 }
 
+/// Longest sealed question: a body at its limit (16,384 characters, SPEC §13.1) sealed
+/// and base64-encoded, within the 128 KiB request cap.
+const SEALED_QUESTION_MAX: usize = 127 * 1024;
+
 fn check_len(name: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
     let n = value.chars().count();
     if n < min || n > max {
@@ -603,7 +607,7 @@ async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let mut e: Envelope = body(req).await?;
     check_len("event_id", &e.event_id, 1, 200)?;
     check_len("key_id", &e.key_id, 1, 64)?;
-    check_len("sealed", &e.sealed, 1, 60_000)?;
+    check_len("sealed", &e.sealed, 1, SEALED_QUESTION_MAX)?;
     let expires = Timestamp::parse_rfc3339(&e.expires_at)
         .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
     if expires <= Timestamp::now() {

@@ -168,4 +168,19 @@ mod tests {
         assert!(!json.contains("nonce"));
         assert!(json.contains(&record.request_digest));
     }
+
+    #[test]
+    fn the_view_carries_the_exact_text_and_its_rendering() {
+        let req = InteractionRequest::from_json(&serde_json::json!({
+            "prompt": "Open p\u{0430}ypal?", "body": "echo \u{202E}hi"
+        }))
+        .unwrap();
+        let record = req.into_interaction(Timestamp::now());
+        let json = serde_json::to_value(InteractionView::from(&record)).unwrap();
+        assert_eq!(json["body"], "echo \u{202E}hi");
+        assert_eq!(json["display"]["body"][1]["kind"], "escaped");
+        assert_eq!(json["display"]["body"][1]["code_point"], "U+202E");
+        assert_eq!(json["display"]["prompt"][1]["kind"], "mixed_script_word");
+        assert_eq!(json["display"]["body_lines"], 1);
+    }
 }

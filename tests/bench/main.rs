@@ -283,9 +283,13 @@ fn exec_time(bin: &Path, n: usize) -> Vec<Duration> {
 }
 
 /// Spawns the hook with a payload for `session`; returns the child and its start instant.
-fn spawn_hook(home: &Path, session: &str) -> (Child, Instant) {
-    let payload = include_str!("../../hooks/fixtures/claude-bash.json")
+/// `command`, when given, replaces the fixture's command (the body the hook sends whole).
+fn spawn_hook(home: &Path, session: &str, command: Option<&str>) -> (Child, Instant) {
+    let mut payload = include_str!("../../hooks/fixtures/claude-bash.json")
         .replace("3f9c1d2e-8a7b-4c6d-9e0f-112233445566", session);
+    if let Some(c) = command {
+        payload = payload.replace("rm -rf node_modules && npm ci", c);
+    }
     let t = Instant::now();
     let mut child = Command::new(HOOK)
         .args(["claude", "ask-permission", "--timeout", "60"])
@@ -324,12 +328,17 @@ fn wait_rusage(child: &Child) -> (Instant, i64) {
     (Instant::now(), usage.ru_maxrss)
 }
 
-async fn bench_hook_warm(b: &Broker, home: &Path, n: usize) -> (Vec<Duration>, Vec<Duration>, i64) {
+async fn bench_hook_warm(
+    b: &Broker,
+    home: &Path,
+    n: usize,
+    command: Option<&str>,
+) -> (Vec<Duration>, Vec<Duration>, i64) {
     let api = Api::new(b);
     let (mut visible_t, mut exit_t, mut peak) = (Vec::new(), Vec::new(), 0);
     for i in 0..n {
-        let session = format!("warm-{i}");
-        let (child, started) = spawn_hook(home, &session);
+        let session = format!("warm-{}-{i}", command.map_or(0, str::len));
+        let (child, started) = spawn_hook(home, &session, command);
         let q = visible(&api, &session).await;
         visible_t.push(started.elapsed());
         let child = Arc::new(child);
@@ -351,7 +360,7 @@ async fn bench_hook_cold(n: usize) -> Vec<Duration> {
     for i in 0..n {
         let home = tempfile::tempdir().unwrap();
         let session = format!("cold-{i}");
-        let (mut child, started) = spawn_hook(home.path(), &session);
+        let (mut child, started) = spawn_hook(home.path(), &session, None);
         let info = loop {
             if let Ok(bytes) = std::fs::read(home.path().join("broker.json")) {
                 if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
@@ -428,7 +437,7 @@ async fn main() {
     let home = tempfile::tempdir().unwrap();
     let hb = start_broker(home);
     let hook_home = hb._home.path().to_path_buf();
-    let (vis, exit, peak) = bench_hook_warm(&hb, &hook_home, n(200)).await;
+    let (vis, exit, peak) = bench_hook_warm(&hb, &hook_home, n(200), None).await;
     summary(
         "warm hook: start → question visible in the API",
         vis,
@@ -437,6 +446,14 @@ async fn main() {
     summary(
         "warm hook: answer accepted → hook exited with its decision",
         exit,
+        Some(base),
+    );
+    // What runs is sent whole (SPEC §13.1): a command at the 16,384-character body limit.
+    let big = format!("echo {}", "a".repeat(16_384 - 5));
+    let (big_vis, _, _) = bench_hook_warm(&hb, &hook_home, n(200), Some(&big)).await;
+    summary(
+        "warm hook, 16 KiB command as the body: start → question visible",
+        big_vis,
         Some(base),
     );
     drop(hb);

@@ -763,6 +763,36 @@ fn doctor_is_green_when_everything_is_set_up() {
 }
 
 #[test]
+fn doctor_says_when_claudes_ask_user_question_hook_is_missing() {
+    let sb = Sandbox::new();
+    assert_code(&sb.install("claude", &[]), 0);
+    let check = |sb: &Sandbox| {
+        let out = sb.run(&["doctor", "claude", "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "ask_user_question_hook")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(check(&sb)["status"], "ok");
+    // An install from before the PreToolUse path: only the PermissionRequest group.
+    let mut doc = read_json(&sb.claude_settings());
+    doc["hooks"].as_object_mut().unwrap().remove("PreToolUse");
+    write(&sb.claude_settings(), &doc.to_string());
+    let missing = check(&sb);
+    assert_eq!(missing["status"], "info");
+    assert!(missing["fix"]
+        .as_str()
+        .unwrap()
+        .contains("install-harness claude"));
+    assert_code(&sb.install("claude", &[]), 0);
+    assert_eq!(check(&sb)["status"], "ok", "a reinstall adds it");
+}
+
+#[test]
 fn doctor_reports_untrusted_and_modified_codex_hooks() {
     let sb = Sandbox::new();
     assert_code(&sb.install("codex", &[]), 0);

@@ -1247,3 +1247,17 @@ async fn relay_device_shows_the_body_visibly_and_answers_multi_choice() {
     assert_eq!(done["status"], "answered");
     assert_eq!(done["response"]["choice_ids"], json!(["e2e", "lint"]));
 }
+
+/// A question with a body at its limit, in four-byte characters, still travels sealed
+/// (Relay envelopes up to 128 KiB, SPEC §13.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_carries_a_question_with_a_body_at_the_limit() {
+    let s = Setup::new(1).await;
+    let body = "😀".repeat(16_384);
+    let q = s
+        .api
+        .ask(json!({"prompt": "Run it?", "body": body, "agent": "claude", "project": "shop"}))
+        .await;
+    let shown = s.inbox_shows(q["id"].as_str().unwrap());
+    assert_eq!(shown["body"], body.as_str());
+}
