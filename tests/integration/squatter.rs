@@ -205,7 +205,7 @@ fn a_proven_broker_reporting_another_questions_answer_decides_nothing() {
     let told = Arc::clone(&answered_elsewhere);
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let mut opened_digest = String::new();
+        let mut opened: Option<agentnotify::model::Interaction> = None;
         while Instant::now() < deadline {
             let Ok((mut stream, _)) = listener.accept() else {
                 std::thread::sleep(Duration::from_millis(5));
@@ -232,20 +232,31 @@ fn a_proven_broker_reporting_another_questions_answer_decides_nothing() {
             } else if path == "/health" {
                 r#"{"status":"ok","api":"v1","version":"0.1.0"}"#.to_string()
             } else if path == "/v1/interactions/request" {
-                // The question exactly as asked: the right digest.
+                // The question exactly as asked: a well-formed record with the right digest.
                 let asked: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                opened_digest = agentnotify::model::InteractionRequest::from_json(&asked)
+                let mut record = agentnotify::model::InteractionRequest::from_json(&asked)
                     .unwrap()
-                    .digest();
-                format!(
-                    r#"{{"id":"11111111111111111111111111111111","status":"pending","request_digest":"{opened_digest}"}}"#
-                )
+                    .into_interaction(agentnotify::model::Timestamp::now());
+                record.id = "11111111111111111111111111111111".into();
+                let reply = serde_json::to_string(&record).unwrap();
+                opened = Some(record);
+                reply
             } else if path.contains("/wait") {
                 *told.lock().unwrap() = true;
                 // Another question's record, answered "allow".
-                format!(
-                    r#"{{"id":"22222222222222222222222222222222","status":"answered","request_digest":"{opened_digest}","response":{{"choice_id":"allow-once"}}}}"#
-                )
+                let mut other = opened.clone().expect("opened first");
+                other.id = "22222222222222222222222222222222".into();
+                other.status = agentnotify::model::Status::Answered;
+                other.response = Some(agentnotify::model::Response {
+                    response_id: "r".into(),
+                    choice_id: Some("allow-once".into()),
+                    choice_ids: None,
+                    text: None,
+                    source: "web".into(),
+                    device_id: None,
+                    created_at: agentnotify::model::Timestamp::now(),
+                });
+                serde_json::to_string(&other).unwrap()
             } else {
                 "{}".to_string()
             };
