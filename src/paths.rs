@@ -98,7 +98,26 @@ impl Paths {
     /// Refuses, like ssh refuses a loose `~/.ssh`, any folder or file of ours that another
     /// user owns or may write (and any secret another may read): a planted `token` would
     /// become the bearer token, a shared folder lets anyone swap files in. Missing ones pass.
+    ///
+    /// Once a set of folders passed, this process does not look again (the hook's logging and
+    /// its attach both ask, a millisecond apart).
     pub fn check(&self) -> Result<(), PathsError> {
+        static PASSED: std::sync::Mutex<Vec<[PathBuf; 3]>> = std::sync::Mutex::new(Vec::new());
+        let key = [
+            self.config_dir.clone(),
+            self.data_dir.clone(),
+            self.state_dir.clone(),
+        ];
+        let mut passed = PASSED.lock().unwrap_or_else(|p| p.into_inner());
+        if passed.contains(&key) {
+            return Ok(());
+        }
+        self.check_now()?;
+        passed.push(key);
+        Ok(())
+    }
+
+    fn check_now(&self) -> Result<(), PathsError> {
         for dir in [
             &self.config_dir,
             &self.data_dir,
