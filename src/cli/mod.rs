@@ -1,6 +1,7 @@
 //! The `agentnotify` program: parses the command line and calls the library.
 
 mod args;
+pub mod channels;
 mod demo;
 mod output;
 pub mod relay;
@@ -29,6 +30,8 @@ pub enum CliError {
     Paths(#[from] crate::paths::PathsError),
     #[error(transparent)]
     Relay(#[from] RelayCliError),
+    #[error(transparent)]
+    Channels(#[from] channels::ChannelsCliError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -39,8 +42,15 @@ impl ExitStatus for CliError {
     fn exit(&self) -> Exit {
         match self {
             CliError::Client(ClientError::Api { status: 404, .. })
-            | CliError::Relay(RelayCliError::NotFound(_)) => Exit::NotFound,
-            CliError::Usage(_) => Exit::Usage,
+            | CliError::Relay(RelayCliError::NotFound(_))
+            | CliError::Channels(channels::ChannelsCliError::NotFound(_))
+            | CliError::Channels(channels::ChannelsCliError::Client(ClientError::Api {
+                status: 404,
+                ..
+            })) => Exit::NotFound,
+            CliError::Usage(_) | CliError::Channels(channels::ChannelsCliError::Usage(_)) => {
+                Exit::Usage
+            }
             _ => Exit::Error,
         }
     }
@@ -135,6 +145,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Ui(a) => ui(a.print).await,
         Command::Status(a) => status(a.json).await,
         Command::Relay(c) => Ok(crate::cli::relay::run(c).await?),
+        Command::Channels(c) => Ok(channels::run(c).await?),
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;
