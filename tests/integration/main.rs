@@ -4,6 +4,7 @@ mod api;
 mod architecture;
 mod bodies;
 mod broker;
+mod channels;
 mod cli;
 mod durability;
 #[cfg(unix)]
@@ -12,6 +13,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod receivers;
 mod relay;
 mod reliability;
 mod squatter;
