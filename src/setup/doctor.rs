@@ -113,6 +113,7 @@ pub fn run(env: &Env, hosts: &[Host]) -> Report {
     match Paths::from_env() {
         Ok(paths) => {
             checks.push(broker(&paths));
+            checks.extend(channels(&paths));
             checks.push(token_file(&paths.token_file()));
         }
         Err(e) => checks.push(
@@ -206,6 +207,58 @@ fn broker(paths: &Paths) -> Check {
                 format!("stop the program listening there, or delete {}", paths.broker_json().display())
             }),
     }
+}
+
+/// Delivery channels (SPEC §11): dead letters and unavailable channels are problems. Asked
+/// of a running broker only (doctor never starts one).
+fn channels(paths: &Paths) -> Option<Check> {
+    let (client, _) = client::from_files(paths)?;
+    let status = super::health::channels_status(&client)?;
+    let list = status["channels"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        return None;
+    }
+    let dead = status["dead_letters"].as_u64().unwrap_or(0);
+    let unavailable: Vec<String> = list
+        .iter()
+        .filter(|c| c["available"] != true)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c["id"].as_str().unwrap_or("?"),
+                c["unavailable_reason"].as_str().unwrap_or("unavailable")
+            )
+        })
+        .collect();
+    let name = "channels";
+    if dead > 0 {
+        return Some(
+            Check::new(
+                None,
+                name,
+                Status::Fail,
+                format!("{dead} delivery(ies) failed for 24 h and were dead-lettered"),
+            )
+            .fix("see `agentnotify channels status` for which channel and why"),
+        );
+    }
+    if !unavailable.is_empty() {
+        return Some(
+            Check::new(
+                None,
+                name,
+                Status::Fail,
+                format!("unavailable: {}", unavailable.join(", ")),
+            )
+            .fix("see docs/DELIVERY.md; `agentnotify channels disable ID` silences a channel"),
+        );
+    }
+    Some(Check::new(
+        None,
+        name,
+        Status::Ok,
+        format!("{} channel(s), nothing dead-lettered", list.len()),
+    ))
 }
 
 fn token_file(path: &Path) -> Check {

@@ -658,3 +658,74 @@ async fn channels_test_sends_now_and_the_cli_refuses_bad_input_naming_the_field(
         assert!(help.contains(cmd), "{cmd} missing from --help: {help}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_failing_for_24_hours_is_dead_lettered_and_shown_by_status_and_doctor() {
+    use agentnotify::broker::outbox::{Action, OutboxEntry, Subject};
+    use agentnotify::model::{InteractionRequest, Timestamp};
+    let home = Home::new();
+    // A receiver that is down.
+    let port = WebhookReceiver::start().await.stop();
+    add_webhook(&home, "ops", &format!("http://127.0.0.1:{port}/hook"), &[]);
+    // A question whose delivery has been failing since yesterday (written as the broker
+    // would have, before it starts).
+    let id = {
+        let store = agentnotify::store::Store::open(&home.path().join("broker.sled")).unwrap();
+        let q = InteractionRequest::from_json(&json!({"kind": "permission", "prompt": "old"}))
+            .unwrap()
+            .into_interaction(Timestamp::now());
+        store.put_interaction(&q).unwrap();
+        let yesterday = Timestamp::now().minus(Duration::from_secs(25 * 3600));
+        let mut e = OutboxEntry::new(
+            Action::Deliver,
+            Subject::Interaction,
+            &q.id,
+            "ops",
+            yesterday,
+            yesterday,
+        );
+        e.attempts = 40;
+        store.put_outbox(&e.id, &e).unwrap();
+        store.flush_now().unwrap();
+        q.id
+    };
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    let st = wait_outbox(&api, 10, |o| {
+        o.iter()
+            .any(|e| e["subject_id"] == id.as_str() && e["state"] == "dead")
+    })
+    .await;
+    assert_eq!(st["dead_letters"], 1, "{st}");
+    let out = ok(&home, &["channels", "status"]);
+    assert!(
+        out.contains("dead 1") && out.contains("dead letter"),
+        "{out}"
+    );
+    let (_, out, _) = crate::support::run_with_stdin(
+        {
+            let mut c = home.cmd(HOOK);
+            c.arg("doctor");
+            c
+        },
+        b"",
+    );
+    assert!(out.contains("dead-lettered"), "{out}");
+    // Never retried again: the attempt count stays.
+    let attempts = st["outbox"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["subject_id"] == id.as_str())
+        .unwrap()["attempts"]
+        .clone();
+    let later = status(&api).await;
+    let now = later["outbox"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["subject_id"] == id.as_str())
+        .unwrap()["attempts"]
+        .clone();
+    assert_eq!(attempts, now);
+}
