@@ -261,6 +261,7 @@ impl Broker {
                             e.state = EntryState::Waiting;
                             e.attempts = 0;
                             e.created_at = now;
+                            e.revision += 1;
                             e
                         }
                         None => OutboxEntry::new(

@@ -74,6 +74,14 @@ pub struct OutboxEntry {
     /// What the channel needs to withdraw what it delivered (e.g. a desktop notification id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Value>,
+    /// Bumped each time the subject changes and is delivered again (a notification updated
+    /// in place): a new event for receivers that dedupe on ids, the same for retries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The deterministic id of an entry.
@@ -107,6 +115,16 @@ impl OutboxEntry {
             last_error: None,
             last_status: None,
             receipt: None,
+            revision: 0,
+        }
+    }
+
+    /// The id of this event on the receiving side: the entry id, plus the revision once
+    /// the subject was updated.
+    pub fn event_id(&self) -> String {
+        match self.revision {
+            0 => self.id.clone(),
+            r => format!("{}:r{r}", self.id),
         }
     }
 

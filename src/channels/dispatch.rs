@@ -280,7 +280,7 @@ async fn perform(hub: &Hub, entry: &OutboxEntry) -> Result<Done, ChannelError> {
                     (content.resolved_type, data)
                 }
             };
-            webhook::send(hub, &channel, &entry.id, event, &data).await?;
+            webhook::send(hub, &channel, &entry.event_id(), event, &data).await?;
             None
         }
         (super::ChannelKind::Desktop, Action::Deliver) => {

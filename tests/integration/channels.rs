@@ -729,3 +729,93 @@ async fn a_delivery_failing_for_24_hours_is_dead_lettered_and_shown_by_status_an
         .clone();
     assert_eq!(attempts, now);
 }
+
+fn notify_hook(home: &Home, host: &str, event: &Value) -> (i32, String, String, Duration) {
+    let started = Instant::now();
+    let mut c = home.cmd(HOOK);
+    c.args([host, "notify"]);
+    let (code, out, err) = crate::support::run_with_stdin(c, event.to_string().as_bytes());
+    (code, out, err, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_hooks_print_nothing_return_at_once_and_claude_finished_arrives_updated_in_place() {
+    let home = Home::new();
+    let rx = WebhookReceiver::start().await;
+    add_webhook(&home, "ops", &rx.url, &["--include-message"]);
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    let stop = json!({"hook_event_name": "Stop", "session_id": "sess-9", "cwd": "/home/dev/shop",
+        "stop_hook_active": false, "last_assistant_message": "All tests pass."});
+    let (code, out, err, took) = notify_hook(&home, "claude", &stop);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "", ""),
+        "a Stop hook must print nothing"
+    );
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let got = rx
+        .wait_for(10, |rs| {
+            rs.iter().any(|r| event(r).0 == "notification.created")
+        })
+        .await;
+    let (_, data) = event(
+        got.iter()
+            .find(|r| event(r).0 == "notification.created")
+            .unwrap(),
+    );
+    assert_eq!(data["title"], "Claude finished in shop");
+    assert_eq!(data["type"], "completed");
+    let nid = data["id"].as_str().unwrap().to_string();
+    // The same session again: the one notification is updated, and delivered again as a
+    // new event (a new webhook-id).
+    let (code, out, _, _) = notify_hook(
+        &home,
+        "claude",
+        &json!({"hook_event_name": "SubagentStop",
+        "session_id": "sess-9", "cwd": "/home/dev/shop", "stop_hook_active": false}),
+    );
+    assert_eq!((code, out.as_str()), (0, ""));
+    let got = rx
+        .wait_for(10, |rs| {
+            of_type(rs, "notification.created", &nid).len() >= 2
+        })
+        .await;
+    let all = of_type(&got, "notification.created", &nid);
+    assert_ne!(all[0].header("webhook-id"), all[1].header("webhook-id"));
+    assert_eq!(
+        event(all[1]).1["title"],
+        "Claude's subagent finished in shop"
+    );
+    let (_, list) = api.get("/v1/notifications?status=active").await;
+    assert_eq!(list["notifications"].as_array().unwrap().len(), 1, "{list}");
+    // A permission prompt's Notification is skipped (the question itself is out); Codex's Stop works.
+    notify_hook(
+        &home,
+        "claude",
+        &json!({"hook_event_name": "Notification", "notification_type": "permission_prompt",
+        "message": "Claude needs your permission to use Bash", "session_id": "sess-9", "cwd": "/home/dev/shop"}),
+    );
+    let (code, out, _, _) = notify_hook(
+        &home,
+        "codex",
+        &json!({"hook_event_name": "Stop", "session_id": "t-1",
+        "cwd": "/home/dev/blog", "turn_id": "u", "stop_hook_active": false, "last_assistant_message": null,
+        "model": "m", "permission_mode": "default", "transcript_path": null}),
+    );
+    assert_eq!((code, out.as_str()), (0, ""));
+    rx.wait_for(10, |rs| {
+        rs.iter()
+            .any(|r| event(r).1["title"] == "Codex finished in blog")
+    })
+    .await;
+    assert!(!rx.received().iter().any(|r| event(r).1["title"]
+        .as_str()
+        .unwrap_or("")
+        .contains("permission")));
+    // Garbage in: still nothing out, exit 0.
+    let mut c = home.cmd(HOOK);
+    c.args(["claude", "notify"]);
+    let (code, out, _) = crate::support::run_with_stdin(c, b"{not json");
+    assert_eq!((code, out.as_str()), (0, ""));
+}
