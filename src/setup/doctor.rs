@@ -378,6 +378,22 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                 checks.extend(codex_trust_checks(env, path, f, &reinstall));
             }
         }
+        let notify_events: Vec<String> = super::notify_hooks::events(host)
+            .into_iter()
+            .filter(|e| !json_config::find_in(&value, e, super::notify_hooks::is_notify).is_empty())
+            .collect();
+        if !notify_events.is_empty() {
+            checks.push(Check::new(
+                Some(host),
+                "notify_hooks",
+                Status::Ok,
+                format!(
+                    "notify hooks ({}) in {}",
+                    notify_events.join(", "),
+                    path.display()
+                ),
+            ));
+        }
         if host == Host::Claude && value.get("disableAllHooks") == Some(&Value::Bool(true)) {
             checks.push(
                 Check::new(

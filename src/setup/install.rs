@@ -12,6 +12,7 @@ use super::error::SetupError;
 use super::files::{backup_path, free_backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::json_config::{self, Position, Upsert};
+use super::notify_hooks;
 use super::plan::FileChange;
 use super::snippets;
 
@@ -23,6 +24,10 @@ pub const JSON_MODE: u32 = 0o644;
 pub struct InstallRequest {
     pub scope: Scope,
     pub command: HookCommand,
+    /// The PermissionRequest hook (questions answered remotely).
+    pub ask: bool,
+    /// The notify-only hooks ("Claude finished in shop", SPEC §11.7).
+    pub notify: bool,
     pub trust: bool,
     pub force: bool,
 }
@@ -119,6 +124,9 @@ pub fn plan(
         .map(|p| p.to_string())
         .into_iter()
         .collect();
+    if request.notify && problems.is_empty() {
+        problems.extend(notify_hooks::shape_problems(&doc, host));
+    }
     if host == Host::Codex {
         let extra = codex::extra_root_keys(&doc);
         if !extra.is_empty() {
@@ -138,17 +146,31 @@ pub fn plan(
             path.display()
         ));
         json_config::repair_shape(&mut doc);
+        notify_hooks::repair(&mut doc, host);
         if host == Host::Codex {
             codex::drop_extra_root_keys(&mut doc);
         }
         discarded = true;
     }
 
-    let had_ours = original
-        .as_ref()
-        .is_some_and(|v| !json_config::find_ours(v).is_empty());
-    let group = snippets::hook_group(&request.command);
-    let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
+    let had_ours = original.as_ref().is_some_and(|v| {
+        !json_config::find_ours(v).is_empty()
+            || notify_hooks::events(host)
+                .iter()
+                .any(|e| !json_config::find_in(v, e, notify_hooks::is_notify).is_empty())
+    });
+    let (action, position) = if request.ask {
+        let group = snippets::hook_group(&request.command);
+        let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
+        (action, Some(position))
+    } else {
+        (Upsert::Unchanged, None)
+    };
+    let notify_at = if request.notify {
+        notify_hooks::install(&mut doc, host, &request.command.exe).1
+    } else {
+        Vec::new()
+    };
     let changed = discarded || original.as_ref() != Some(&doc);
     let indent = snapshot
         .text()
@@ -175,6 +197,11 @@ pub fn plan(
     let where_ = format!("{} ({} scope)", path.display(), request.scope.name());
     planned.lines.push(match (changed, action) {
         (false, _) => format!("{}: already up to date in {where_}", host.display_name()),
+        (true, _) if !request.ask => format!(
+            "{}: {} the notify hooks in {where_}",
+            host.display_name(),
+            would("installed", "would install")
+        ),
         (true, Upsert::Added) => format!(
             "{}: {} the PermissionRequest hook in {where_}",
             host.display_name(),
@@ -186,11 +213,23 @@ pub fn plan(
             would("updated", "would update")
         ),
     });
-    if changed {
+    if changed && request.ask {
         planned.lines.push(format!(
             "  runs: {} (host timeout {} s)",
             request.command.command_line(),
             request.command.handler_timeout_secs()
+        ));
+    }
+    if changed && request.notify {
+        let events: Vec<&str> = notify_at.iter().map(|(e, _)| e.as_str()).collect();
+        planned.lines.push(format!(
+            "  notify hooks ({}): {} (prints nothing; posts \"{} finished\")",
+            events.join(", "),
+            notify_hooks::command_line(host, &request.command.exe),
+            match host {
+                Host::Claude => "Claude",
+                Host::Codex => "Codex",
+            }
         ));
     }
     if let Some(backup) = &change.backup_to {
@@ -203,36 +242,46 @@ pub fn plan(
     planned.changes.push(change);
 
     if host == Host::Codex {
-        codex_trust_step(
-            env,
-            &path,
-            &doc,
-            position,
-            request.trust,
-            dry_run,
-            &mut planned,
-        )?;
+        let handlers = position
+            .map(|p| (json_config::EVENT.to_string(), p))
+            .into_iter()
+            .chain(notify_at);
+        for (event, position) in handlers {
+            codex_trust_step(
+                env,
+                &path,
+                &doc,
+                &event,
+                position,
+                request.trust,
+                dry_run,
+                &mut planned,
+            )?;
+        }
     }
     Ok(planned)
 }
 
 /// Codex runs a hook only once the person trusts it: record trust (`--trust`) or say
 /// plainly what to do.
+#[allow(clippy::too_many_arguments)]
 fn codex_trust_step(
     env: &Env,
     hooks_json: &Path,
     doc: &Value,
+    event: &str,
     position: Position,
     trust: bool,
     dry_run: bool,
     planned: &mut Planned,
 ) -> Result<(), SetupError> {
-    let group = doc["hooks"][json_config::EVENT][position.group]
+    let group = doc["hooks"][event][position.group]
         .as_object()
         .expect("upsert placed our handler in an object group");
     let handler = &group["hooks"][position.handler];
-    let key = codex_trust::trust_key(hooks_json, position);
-    let hash = codex_trust::trust_hash(group, handler);
+    let event_name = codex_trust::event_name(event);
+    let key = codex_trust::trust_key_for(hooks_json, &event_name, position);
+    let hash = codex_trust::trust_hash_for(&event_name, group, handler);
     let config_path = env.codex_config()?;
     if trust {
         let config = CodexConfig::load(&config_path)?;

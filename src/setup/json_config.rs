@@ -106,9 +106,14 @@ pub struct Found<'a> {
 /// Our handlers in document order. Malformed groups (not objects, no `hooks` array)
 /// belong to someone else and are skipped, never touched.
 pub fn find_ours(root: &Value) -> Vec<Found<'_>> {
+    find_in(root, EVENT, is_ours)
+}
+
+/// The handlers `mine` recognises under `event`, in document order.
+pub fn find_in<'a>(root: &'a Value, event: &str, mine: fn(&Value) -> bool) -> Vec<Found<'a>> {
     let Some(groups) = root
         .get("hooks")
-        .and_then(|h| h.get(EVENT))
+        .and_then(|h| h.get(event))
         .and_then(Value::as_array)
     else {
         return Vec::new();
@@ -122,7 +127,7 @@ pub fn find_ours(root: &Value) -> Vec<Found<'_>> {
             continue;
         };
         for (h, handler) in handlers.iter().enumerate() {
-            if is_ours(handler) {
+            if mine(handler) {
                 found.push(Found {
                     position: Position {
                         group: g,
@@ -154,8 +159,21 @@ pub enum Upsert {
 /// Codex trust, of every other hook).
 pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), ShapeProblem> {
     check_shape(root)?;
+    Ok(upsert_in(root, EVENT, group, is_ours))
+}
+
+/// [`upsert`] for any event and recogniser; the shape of `hooks.<event>` must be checked.
+pub fn upsert_in(
+    root: &mut Value,
+    event: &str,
+    group: Value,
+    mine: fn(&Value) -> bool,
+) -> (Upsert, Position) {
     let handler = group["hooks"][0].clone();
-    let positions: Vec<Position> = find_ours(root).iter().map(|f| f.position).collect();
+    let positions: Vec<Position> = find_in(root, event, mine)
+        .iter()
+        .map(|f| f.position)
+        .collect();
     let Some((&first, duplicates)) = positions.split_first() else {
         let hooks = root
             .as_object_mut()
@@ -165,7 +183,7 @@ pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), Shap
         let groups = hooks
             .as_object_mut()
             .expect("checked: object")
-            .entry(EVENT)
+            .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .expect("checked: array");
@@ -174,9 +192,9 @@ pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), Shap
             group: groups.len() - 1,
             handler: 0,
         };
-        return Ok((Upsert::Added, position));
+        return (Upsert::Added, position);
     };
-    let groups = event_groups_mut(root).expect("found ours, so the path exists");
+    let groups = event_groups_mut(root, event).expect("found ours, so the path exists");
     let slot = &mut groups[first.group]["hooks"][first.handler];
     let mut action = Upsert::Unchanged;
     if *slot != handler {
@@ -187,7 +205,7 @@ pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), Shap
         remove_positions(groups, duplicates);
         action = Upsert::Updated;
     }
-    Ok((action, first))
+    (action, first)
 }
 
 /// Removes every handler of ours, then prunes the groups, the event list and the
@@ -199,29 +217,50 @@ pub fn remove_ours(
     original: Option<&Value>,
 ) -> Result<Vec<Position>, ShapeProblem> {
     check_shape(root)?;
-    let positions: Vec<Position> = find_ours(root).iter().map(|f| f.position).collect();
+    Ok(remove_in(root, EVENT, is_ours, original))
+}
+
+/// [`remove_ours`] for any event and recogniser; the shape must be checked.
+pub fn remove_in(
+    root: &mut Value,
+    event: &str,
+    mine: fn(&Value) -> bool,
+    original: Option<&Value>,
+) -> Vec<Position> {
+    let positions: Vec<Position> = find_in(root, event, mine)
+        .iter()
+        .map(|f| f.position)
+        .collect();
     if positions.is_empty() {
-        return Ok(positions);
+        return positions;
     }
-    let groups = event_groups_mut(root).expect("found ours, so the path exists");
+    let groups = event_groups_mut(root, event).expect("found ours, so the path exists");
     remove_positions(groups, &positions);
     let had = |path: &[&str]| {
         original.is_some_and(|o| path.iter().try_fold(o, |v, key| v.get(key)).is_some())
     };
     let hooks = root["hooks"].as_object_mut().expect("checked: object");
-    if hooks[EVENT].as_array().is_some_and(Vec::is_empty) && !had(&["hooks", EVENT]) {
-        hooks.shift_remove(EVENT);
+    if hooks[event].as_array().is_some_and(Vec::is_empty) && !had(&["hooks", event]) {
+        hooks.shift_remove(event);
     }
     if hooks.is_empty() && !had(&["hooks"]) {
         root.as_object_mut()
             .expect("checked: object")
             .shift_remove("hooks");
     }
-    Ok(positions)
+    positions
 }
 
-fn event_groups_mut(root: &mut Value) -> Option<&mut Vec<Value>> {
-    root.get_mut("hooks")?.get_mut(EVENT)?.as_array_mut()
+/// Whether `hooks.<event>`, where present, is an array (the root and `hooks` are checked
+/// by [`check_shape`]).
+pub fn event_is_array(root: &Value, event: &str) -> bool {
+    root.get("hooks")
+        .and_then(|h| h.get(event))
+        .is_none_or(Value::is_array)
+}
+
+fn event_groups_mut<'a>(root: &'a mut Value, event: &str) -> Option<&'a mut Vec<Value>> {
+    root.get_mut("hooks")?.get_mut(event)?.as_array_mut()
 }
 
 /// Removes handlers at `positions` (document order) and drops groups emptied by it.
