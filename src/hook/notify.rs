@@ -82,10 +82,12 @@ pub fn plan(host: Host, event: &Value) -> Option<Value> {
                 _ => return None,
             }
         }
+        // The same title as Stop: it updates that notification in place, and what the person
+        // needs to know is the same (nothing is running any more).
         "SessionEnd" => (
             "completed",
             "low",
-            format!("{name} session ended{place}"),
+            format!("{name} finished{place}"),
             format!(
                 "The session ended ({}).",
                 event["reason"]

@@ -6,7 +6,9 @@
 //! `trusted_hash = "sha256:" + hex(sha256(JSON))`, JSON being the compact, key-sorted,
 //! non-ASCII-raw serialisation of
 //! `{"event_name":"permission_request","matcher":…,"hooks":[{"type","command","timeout","async"}]}`.
-//! The path is not hashed; any change to the command or timeout invalidates trust.
+//! The path is not hashed; any change to the command or timeout invalidates trust. A group
+//! without a `matcher` (our Stop hook: Codex ignores matchers there) has no `matcher` key in
+//! the hashed JSON at all — verified with the real Codex by the host suite.
 
 use std::path::Path;
 
@@ -96,10 +98,9 @@ pub fn trust_hash_for(event_name: &str, group: &Map<String, Value>, handler: &Va
     hook.insert("async".into(), field("async").unwrap_or(Value::Bool(false)));
     let mut identity = Map::new();
     identity.insert("event_name".into(), event_name.into());
-    identity.insert(
-        "matcher".into(),
-        group.get("matcher").cloned().unwrap_or(Value::Null),
-    );
+    if let Some(m) = group.get("matcher") {
+        identity.insert("matcher".into(), m.clone());
+    }
     identity.insert("hooks".into(), Value::Array(vec![Value::Object(hook)]));
     // Key-sorted (byte order): `serde_json` here keeps insertion order, while Codex hashes
     // key-sorted JSON.

@@ -242,56 +242,61 @@ pub fn plan(
     planned.changes.push(change);
 
     if host == Host::Codex {
-        let handlers = position
+        let handlers: Vec<(String, Position)> = position
             .map(|p| (json_config::EVENT.to_string(), p))
             .into_iter()
-            .chain(notify_at);
-        for (event, position) in handlers {
-            codex_trust_step(
-                env,
-                &path,
-                &doc,
-                &event,
-                position,
-                request.trust,
-                dry_run,
-                &mut planned,
-            )?;
-        }
+            .chain(notify_at)
+            .collect();
+        codex_trust_step(
+            env,
+            &path,
+            &doc,
+            &handlers,
+            request.trust,
+            dry_run,
+            &mut planned,
+        )?;
     }
     Ok(planned)
 }
 
 /// Codex runs a hook only once the person trusts it: record trust (`--trust`) or say
-/// plainly what to do.
-#[allow(clippy::too_many_arguments)]
+/// plainly what to do. `handlers`: each of our handlers, by event, where it sits.
 fn codex_trust_step(
     env: &Env,
     hooks_json: &Path,
     doc: &Value,
-    event: &str,
-    position: Position,
+    handlers: &[(String, Position)],
     trust: bool,
     dry_run: bool,
     planned: &mut Planned,
 ) -> Result<(), SetupError> {
-    let group = doc["hooks"][event][position.group]
-        .as_object()
-        .expect("upsert placed our handler in an object group");
-    let handler = &group["hooks"][position.handler];
-    let event_name = codex_trust::event_name(event);
-    let key = codex_trust::trust_key_for(hooks_json, &event_name, position);
-    let hash = codex_trust::trust_hash_for(&event_name, group, handler);
+    let entries: Vec<(String, String)> = handlers
+        .iter()
+        .map(|(event, position)| {
+            let group = doc["hooks"][event][position.group]
+                .as_object()
+                .expect("upsert placed our handler in an object group");
+            let handler = &group["hooks"][position.handler];
+            let event_name = codex_trust::event_name(event);
+            (
+                codex_trust::trust_key_for(hooks_json, &event_name, *position),
+                codex_trust::trust_hash_for(&event_name, group, handler),
+            )
+        })
+        .collect();
     let config_path = env.codex_config()?;
     if trust {
         let config = CodexConfig::load(&config_path)?;
-        match config.plan_trust(&key, &hash)? {
-            Some(change) => {
-                planned.lines.push(format!(
-                    "Codex trust: {} [hooks.state.\"{key}\"] trusted_hash = \"{hash}\" in {}",
-                    if dry_run { "would record" } else { "recorded" },
-                    config_path.display()
-                ));
+        match config.plan_trust_all(&entries)? {
+            Some((change, changed)) => {
+                for (key, hash) in entries.iter().filter(|(k, _)| changed.contains(k)) {
+                    planned.lines.push(format!(
+                        "Codex trust: {} [hooks.state.\"{key}\"] trusted_hash = \"{hash}\" in {}",
+                        if dry_run { "would record" } else { "recorded" },
+                        config_path.display()
+                    ));
+                }
                 if let Some(backup) = &change.backup_to {
                     planned.lines.push(format!(
                         "  previous content {} {}",
@@ -312,14 +317,26 @@ fn codex_trust_step(
         }
         return Ok(());
     }
-    let state = CodexConfig::load(&config_path).map(|c| codex_trust::state(&c.doc, &key, &hash));
-    match state {
-        Ok(TrustState::Trusted) => planned.lines.push(format!(
-            "Codex trust: trusted (recorded in {})",
-            config_path.display()
-        )),
-        Ok(other) => {
-            let why = if other == TrustState::Modified {
+    let config = CodexConfig::load(&config_path);
+    let states: Result<Vec<TrustState>, _> = config.as_ref().map(|c| {
+        entries
+            .iter()
+            .map(|(key, hash)| codex_trust::state(&c.doc, key, hash))
+            .collect()
+    });
+    match states {
+        Ok(states) if states.iter().all(|s| *s == TrustState::Trusted) => {
+            planned.lines.push(format!(
+                "Codex trust: trusted (recorded in {})",
+                config_path.display()
+            ))
+        }
+        Ok(states) => {
+            let other = states
+                .iter()
+                .find(|s| **s != TrustState::Trusted)
+                .expect("not all trusted");
+            let why = if *other == TrustState::Modified {
                 "the trust recorded for this hook is for an earlier version of it, so Codex skips it"
             } else {
                 "Codex skips hooks nobody has trusted yet, silently in `codex exec`"

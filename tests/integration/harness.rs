@@ -1082,10 +1082,11 @@ fn usage_errors_and_help() {
     assert!(!sb.claude_settings().exists());
 }
 
-/// The Codex trust hash of a Stop handler, from the same recipe with `event_name: "stop"`.
+/// The Codex trust hash of a Stop handler: `event_name: "stop"`, and no `matcher` key (the
+/// group has none; verified with the real Codex by the host suite).
 fn recipe_hash_stop(command: &str, timeout: u64) -> String {
     let json = format!(
-        r#"{{"event_name":"stop","hooks":[{{"async":false,"command":{},"timeout":{timeout},"type":"command"}}],"matcher":"*"}}"#,
+        r#"{{"event_name":"stop","hooks":[{{"async":false,"command":{},"timeout":{timeout},"type":"command"}}]}}"#,
         serde_json::to_string(command).unwrap()
     );
     let digest = Sha256::digest(json.as_bytes());
@@ -1168,6 +1169,11 @@ fn notify_alone_installs_no_question_hook_and_codex_stop_is_trusted_by_the_recip
     let key = format!("{}:stop:0:0", sb.codex_hooks().display());
     assert!(config.contains(&key), "{config}");
     assert!(config.contains(&recipe_hash_stop(&command, 10)), "{config}");
+    // With --ask too, both hooks are trusted (in one edit of config.toml).
+    assert_code(&sb.install("codex", &["--notify", "--trust"]), 0);
+    let config = read(&sb.codex_config());
+    assert!(config.contains(&key), "{config}");
+    assert!(config.contains(":permission_request:0:0"), "{config}");
     assert_code(&sb.run(&["uninstall-harness", "codex"]), 0);
     assert!(!sb.codex_hooks().exists());
     // The trust entry is gone (with the file, which install had created).
