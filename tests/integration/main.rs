@@ -6,6 +6,8 @@ mod bodies;
 mod broker;
 mod channels;
 mod cli;
+#[cfg(unix)]
+mod desktop;
 mod durability;
 #[cfg(unix)]
 mod harness;
