@@ -135,12 +135,16 @@ fn record(
             let found = if entry.action == Action::Deliver && receipt.is_some() {
                 let mut found = false;
                 hub.broker.update_outbox(&entry.id, |s| {
-                    let mut s = s.filter(same)?;
+                    let mut s = s?;
                     found = true;
-                    s.state = EntryState::Delivered;
+                    if same(&s) {
+                        s.state = EntryState::Delivered;
+                        s.last_error = None;
+                        s.last_status = None;
+                    }
+                    // Queued again meanwhile (an update): it stays queued, and its next
+                    // delivery must replace what this one showed.
                     s.receipt = receipt.clone().or(s.receipt);
-                    s.last_error = None;
-                    s.last_status = None;
                     Some(s)
                 })?;
                 found
