@@ -32,6 +32,10 @@ pub struct Config {
     /// config. Opaque here: the relay link reads and validates it (`relay::config`).
     #[serde(default)]
     pub relay: toml::Table,
+    /// `[channels]`: where questions and notifications are delivered (SPEC §11). Opaque
+    /// here: the channels layer reads and validates it (`channels::config`).
+    #[serde(default)]
+    pub channels: toml::Table,
 }
 
 /// The shared POST rate limit (SPEC §4.1).

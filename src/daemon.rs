@@ -98,6 +98,14 @@ pub async fn run(
         started_at: started_at.to_rfc3339(),
     };
     let (shutdown_requested, mut shutdown_rx) = watch::channel(false);
+    let relay = crate::relay::RelayLink::new(paths.clone(), Arc::clone(&broker));
+    // Before the API serves: every question it accepts gets its deliveries queued.
+    let channels = crate::channels::Hub::new(
+        paths.clone(),
+        Arc::clone(&broker),
+        Arc::clone(&relay),
+        &info.url,
+    );
     let ctx = Arc::new(ApiContext {
         broker: Arc::clone(&broker),
         token,
@@ -111,7 +119,8 @@ pub async fn run(
         activity: Activity::default(),
         shutdown_requested,
         ui: crate::api::ui::UiState::new(port),
-        relay: crate::relay::RelayLink::new(paths.clone(), Arc::clone(&broker)),
+        relay,
+        channels,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx.clone()));
@@ -129,6 +138,7 @@ pub async fn run(
     tokio::spawn(Arc::clone(&broker).run_reaper());
     tokio::spawn(retention_job(Arc::clone(&broker), retention));
     ctx.relay.spawn_background();
+    ctx.channels.spawn_background();
 
     let idle = opts.on_demand.then(|| {
         opts.idle_exit
@@ -242,7 +252,8 @@ fn bind_socket(_paths: &Paths) -> Option<()> {
 async fn idle_exit(ctx: &ApiContext, idle: Option<Duration>, shutdown: &mut watch::Receiver<bool>) {
     let mut events = ctx.broker.subscribe();
     loop {
-        let busy = ctx.broker.is_busy() || ctx.activity.in_flight() > 0;
+        // Undelivered entries keep it up too (until delivered or dead-lettered).
+        let busy = ctx.broker.is_busy() || ctx.activity.in_flight() > 0 || ctx.channels.has_work();
         if *shutdown.borrow() && !busy {
             return;
         }

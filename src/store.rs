@@ -1,4 +1,5 @@
-//! Durable storage on sled: interactions, notifications, a time index and the relay outbox.
+//! Durable storage on sled: interactions, notifications, a time index, the delivery outbox
+//! and the answer capabilities of delivered notifications.
 //!
 //! The store decides nothing; it encodes records and makes them durable. sled writes are
 //! durable only after a flush, so every change a reply reports goes through [`Store::commit`]
@@ -36,8 +37,10 @@ pub struct Store {
     interactions: sled::Tree,
     interactions_by_time: sled::Tree,
     notifications: sled::Tree,
-    /// Relay outbox (SPEC §8): id → entry, encoded by the relay layer.
-    relay_outbox: sled::Tree,
+    /// The delivery outbox of every channel (SPEC §11.2): id → entry, encoded by the broker.
+    outbox: sled::Tree,
+    /// Answer capabilities (SPEC §11.4): SHA-256 of a token → what it may answer.
+    capabilities: sled::Tree,
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
@@ -66,7 +69,8 @@ impl Store {
             interactions: db.open_tree("interactions")?,
             interactions_by_time: db.open_tree("interactions_by_time")?,
             notifications: db.open_tree("notifications")?,
-            relay_outbox: db.open_tree("relay_outbox")?,
+            outbox: db.open_tree("outbox")?,
+            capabilities: db.open_tree("capabilities")?,
             db,
             written: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
@@ -139,29 +143,73 @@ impl Store {
         Ok(self.note_write())
     }
 
-    /// Writes a relay outbox entry (durable after [`Store::commit`]).
+    /// Writes an outbox entry (durable after [`Store::commit`]).
     pub fn put_outbox<T: serde::Serialize>(&self, id: &str, entry: &T) -> Result<u64> {
-        self.relay_outbox
+        self.outbox
             .insert(id.as_bytes(), serde_json::to_vec(entry)?)?;
         Ok(self.note_write())
     }
 
     pub fn get_outbox<T: DeserializeOwned>(&self, id: &str) -> Result<Option<T>> {
-        decode_opt(self.relay_outbox.get(id.as_bytes())?)
+        decode_opt(self.outbox.get(id.as_bytes())?)
     }
 
     pub fn remove_outbox(&self, id: &str) -> Result<u64> {
-        self.relay_outbox.remove(id.as_bytes())?;
+        self.outbox.remove(id.as_bytes())?;
         Ok(self.note_write())
     }
 
-    /// Every relay outbox entry, in id order.
+    /// Every outbox entry, in id order.
     pub fn outbox_entries<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
-        self.relay_outbox
-            .iter()
+        self.outbox.iter().values().map(|v| decode(&v?)).collect()
+    }
+
+    /// The outbox entries whose id starts with `prefix`, in id order.
+    pub fn outbox_with_prefix<T: DeserializeOwned>(&self, prefix: &str) -> Result<Vec<T>> {
+        self.outbox
+            .scan_prefix(prefix.as_bytes())
             .values()
             .map(|v| decode(&v?))
             .collect()
+    }
+
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Stores a capability under its key (durable after [`Store::commit`]).
+    pub fn put_capability<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<u64> {
+        self.capabilities
+            .insert(key.as_bytes(), serde_json::to_vec(value)?)?;
+        Ok(self.note_write())
+    }
+
+    /// Removes and returns a capability: of two callers presenting the same one, exactly one
+    /// gets it (sled's remove is atomic).
+    pub fn take_capability<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
+        let taken = decode_opt(self.capabilities.remove(key.as_bytes())?)?;
+        self.note_write();
+        Ok(taken)
+    }
+
+    /// Removes every capability `drop` picks.
+    pub fn retain_capabilities<T: DeserializeOwned>(
+        &self,
+        mut drop: impl FnMut(&T) -> bool,
+    ) -> Result<usize> {
+        let mut removed = 0;
+        for kv in self.capabilities.iter() {
+            let (key, value) = kv?;
+            // An entry that no longer decodes is of no use to anyone either.
+            if decode::<T>(&value).map_or(true, |v| drop(&v)) {
+                self.capabilities.remove(key)?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            self.note_write();
+        }
+        Ok(removed)
     }
 
     fn note_write(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! The loopback HTTP API (SPEC §4): hyper 1.x, bearer auth, body cap, shared POST rate
 //! limit, `{"error","code"}` bodies. Handlers are thin: every rule lives in the broker.
 
+pub mod channel_routes;
 mod error;
 pub mod relay_routes;
 mod routes;
@@ -41,6 +42,8 @@ pub struct ApiContext {
     pub ui: ui::UiState,
     /// Publishing to and polling from Relays (SPEC §8).
     pub relay: Arc<crate::relay::RelayLink>,
+    /// Delivery to desktop, ntfy, webhook and relay channels (SPEC §11).
+    pub channels: Arc<crate::channels::Hub>,
 }
 
 /// Request bookkeeping for the on-demand broker's idle exit.

@@ -4,7 +4,7 @@
 use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::relay::outbox::OutboxEntry;
+use crate::broker::outbox::{EntryState, OutboxEntry};
 use crate::relay::{poller, RelayError, RelayLink};
 use agentnotify_http::{json_response, ApiError, ResBody};
 
@@ -44,7 +44,7 @@ impl From<RelayError> for ApiError {
 }
 
 pub async fn publish(relay: &RelayLink, id: &str) -> Result<Response<ResBody>, ApiError> {
-    let n = crate::relay::outbox::enqueue(relay, id, true).await?;
+    let n = crate::relay::outbox::enqueue(relay, id).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"id": id, "published": n}),
@@ -83,7 +83,15 @@ pub async fn poll(relay: &RelayLink, body: &Value) -> Result<Response<ResBody>, 
 /// Outbox entries and cursors: what is still to be delivered, and how far polling got.
 pub async fn status(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
     let cfg = relay.config()?;
-    let outbox: Vec<OutboxEntry> = relay.broker().outbox_entries().map_err(RelayError::from)?;
+    // What is still to go to a Relay (delivered entries are kept for the other channels'
+    // withdrawals; a relay's are removed once delivered).
+    let outbox: Vec<OutboxEntry> = relay
+        .broker()
+        .outbox_entries()
+        .map_err(RelayError::from)?
+        .into_iter()
+        .filter(|e| e.state != EntryState::Delivered && cfg.provider(&e.channel).is_some())
+        .collect();
     let cursors = poller::load_cursors(relay);
     let providers: Vec<Value> = cfg
         .providers

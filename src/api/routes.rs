@@ -37,6 +37,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/interactions/{id}/publish"),
     ("POST", "/v1/relay/poll"),
     ("GET", "/v1/relay/status"),
+    ("GET", "/v1/channels/status"),
+    ("POST", "/v1/channels/reload"),
+    ("POST", "/v1/channels/{id}/test"),
     ("POST", "/v1/notifications"),
     ("GET", "/v1/notifications"),
     ("GET", "/v1/notifications/{id}"),
@@ -174,6 +177,18 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         ["relay", "status"] => {
             only(&req, Method::GET)?;
             Box::pin(crate::api::relay_routes::status(&ctx.relay)).await
+        }
+        ["channels", "status"] => {
+            only(&req, Method::GET)?;
+            crate::api::channel_routes::status(&ctx.channels)
+        }
+        ["channels", "reload"] => {
+            only(&req, Method::POST)?;
+            crate::api::channel_routes::reload(&ctx.channels)
+        }
+        ["channels", id, "test"] => {
+            only(&req, Method::POST)?;
+            Box::pin(crate::api::channel_routes::test(&ctx.channels, id)).await
         }
         ["notifications"] => match *req.method() {
             Method::GET => Box::pin(list_notifications(&req, ctx)).await,

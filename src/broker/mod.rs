@@ -5,9 +5,10 @@
 //! channel per question, so waiters wake the instant anything lands); every record is written
 //! through to the [`Store`] and made durable before any caller is told about the change.
 
+pub mod outbox;
 mod state;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
@@ -18,6 +19,7 @@ use crate::model::{
     NotificationStatus, Status, Timestamp,
 };
 use crate::store::{Store, StoreError};
+use outbox::{Action, EntryState, OutboxEntry, Planner, Subject};
 use state::{Outcome, State};
 
 pub use state::Event;
@@ -98,6 +100,8 @@ pub struct Broker {
     core: Arc<Core>,
     state: Mutex<State>,
     config: BrokerConfig,
+    /// Which channels new questions and notifications go to; none until the daemon sets it.
+    planner: OnceLock<Arc<dyn Planner>>,
 }
 
 /// What settling a transaction needs, shareable with a task that outlives the caller.
@@ -105,6 +109,8 @@ struct Core {
     store: Store,
     reaper_wake: Notify,
     events: broadcast::Sender<Event>,
+    /// Woken once new outbox entries are durable.
+    outbox_wake: Notify,
 }
 
 impl Broker {
@@ -127,9 +133,11 @@ impl Broker {
                 store,
                 reaper_wake: Notify::new(),
                 events,
+                outbox_wake: Notify::new(),
             }),
             state: Mutex::new(state),
             config,
+            planner: OnceLock::new(),
         }))
     }
 
@@ -138,15 +146,28 @@ impl Broker {
         self.core.events.subscribe()
     }
 
-    /// The store, for layers that keep their own durable records beside the broker's
-    /// (the relay outbox). Answers never go through it: they go through [`Broker::respond`].
+    /// Sets who decides where new questions and notifications are delivered (once).
+    pub fn set_planner(&self, planner: Arc<dyn Planner>) {
+        let _ = self.planner.set(planner);
+    }
+
+    /// Wakes the dispatcher (an entry was made due by hand).
+    pub fn wake_outbox(&self) {
+        self.core.outbox_wake.notify_one();
+    }
+
+    /// Resolves when new outbox entries have become durable (the dispatcher's wake-up).
+    pub async fn outbox_changed(&self) {
+        self.core.outbox_wake.notified().await
+    }
+
     /// Changes the outbox entry `id` under the broker's lock: `change` gets the stored entry
     /// (if any) and returns what to store, or `None` to leave it as it is. Durable after
-    /// [`Broker::commit_outbox`].
-    pub fn update_outbox<T, F>(&self, id: &str, change: F) -> Result<()>
+    /// [`Broker::commit_outbox`]. Answers never go through the outbox: they go through
+    /// [`Broker::respond`].
+    pub fn update_outbox<F>(&self, id: &str, change: F) -> Result<()>
     where
-        T: serde::Serialize + serde::de::DeserializeOwned,
-        F: FnOnce(Option<T>) -> Option<T>,
+        F: FnOnce(Option<OutboxEntry>) -> Option<OutboxEntry>,
     {
         let _state = self.lock();
         if let Some(entry) = change(self.core.store.get_outbox(id)?) {
@@ -162,14 +183,119 @@ impl Broker {
         Ok(())
     }
 
+    /// Removes the outbox entry `id` if `keep` says it is still the one the caller read.
+    pub fn remove_outbox_if(
+        &self,
+        id: &str,
+        still: impl FnOnce(&OutboxEntry) -> bool,
+    ) -> Result<bool> {
+        let _state = self.lock();
+        match self.core.store.get_outbox::<OutboxEntry>(id)? {
+            Some(e) if still(&e) => {
+                self.core.store.remove_outbox(id)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Every outbox entry, in id order.
-    pub fn outbox_entries<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<T>> {
+    pub fn outbox_entries(&self) -> Result<Vec<OutboxEntry>> {
         Ok(self.core.store.outbox_entries()?)
     }
 
     /// Makes every outbox change so far durable.
     pub async fn commit_outbox(&self) -> Result<()> {
         Ok(self.core.store.barrier().await?)
+    }
+
+    /// Stores an answer capability under `key` (durable after [`Broker::commit_outbox`]).
+    pub fn put_capability<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<()> {
+        self.core.store.put_capability(key, value)?;
+        Ok(())
+    }
+
+    /// Takes a capability: it exists for at most one caller, once.
+    pub fn take_capability<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
+        Ok(self.core.store.take_capability(key)?)
+    }
+
+    /// Drops every capability `drop` picks (those of settled questions).
+    pub fn drop_capabilities<T: serde::de::DeserializeOwned>(
+        &self,
+        drop: impl FnMut(&T) -> bool,
+    ) -> Result<usize> {
+        Ok(self.core.store.retain_capabilities(drop)?)
+    }
+
+    /// Queues deliveries for what `out` created or updated, and withdrawals for what it
+    /// settled. Runs under the lock, in the same critical section as the change, so the
+    /// entries are made durable by the same flush.
+    fn plan_outbox(&self, state: &State, now: Timestamp, out: &mut Outcome) -> Result<()> {
+        let store = &self.core.store;
+        let deliver = std::mem::take(&mut out.deliver);
+        let withdraw = std::mem::take(&mut out.withdraw);
+        if let Some(planner) = self.planner.get() {
+            for (subject, id) in deliver {
+                let deliveries = match subject {
+                    Subject::Interaction => match state.pending.get(&id) {
+                        Some(p) => planner.for_interaction(&p.interaction),
+                        None => continue,
+                    },
+                    Subject::Notification => match store.get_notification(&id)? {
+                        Some(n) if n.status == NotificationStatus::Active => {
+                            planner.for_notification(&n)
+                        }
+                        _ => continue,
+                    },
+                };
+                for d in deliveries {
+                    let eid = outbox::entry_id(Action::Deliver, subject, &id, &d.channel);
+                    let entry = match store.get_outbox::<OutboxEntry>(&eid)? {
+                        // An update of something queued or shown: shown again, in place
+                        // (the receipt says what to replace).
+                        Some(mut e) => {
+                            if e.state != EntryState::Waiting {
+                                e.next_attempt_at = now;
+                            }
+                            e.state = EntryState::Waiting;
+                            e.attempts = 0;
+                            e.created_at = now;
+                            e.revision += 1;
+                            e
+                        }
+                        None => OutboxEntry::new(
+                            Action::Deliver,
+                            subject,
+                            &id,
+                            &d.channel,
+                            now + d.delay,
+                            now,
+                        ),
+                    };
+                    store.put_outbox(&eid, &entry)?;
+                    out.wrote = true;
+                    out.outbox = true;
+                }
+            }
+        }
+        // Withdrawals even without a planner: entries queued before must not linger.
+        for (subject, id) in withdraw {
+            let prefix = format!("deliver:{}:{id}:", subject.as_str());
+            for e in store.outbox_with_prefix::<OutboxEntry>(&prefix)? {
+                store.remove_outbox(&e.id)?;
+                out.wrote = true;
+                // Still waiting (its delay not over, or never tried): it just never goes.
+                if e.may_have_arrived() {
+                    let mut w =
+                        OutboxEntry::new(Action::Withdraw, subject, &id, &e.channel, now, now);
+                    w.receipt = e.receipt;
+                    store.put_outbox(&w.id, &w)?;
+                    out.outbox = true;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// True while anything is pending or anyone is waiting (an on-demand broker stays up).
@@ -202,7 +328,9 @@ impl Broker {
             let mut state = self.lock();
             let now = Timestamp::now();
             let swept = state.sweep(&self.core.store, now, &mut outcome);
-            swept.and_then(|()| f(&mut state, &self.core.store, now, &mut outcome))
+            let result = swept.and_then(|()| f(&mut state, &self.core.store, now, &mut outcome));
+            let planned = self.plan_outbox(&state, now, &mut outcome);
+            result.and_then(|v| planned.map(|()| v))
         };
         if outcome.is_empty() {
             return result;
@@ -445,6 +573,12 @@ impl Broker {
                     pruned.notifications += 1;
                 }
             }
+            // Dead letters are kept for people to see, as long as the history.
+            for e in self.core.store.outbox_entries::<OutboxEntry>()? {
+                if e.state == EntryState::Dead && e.created_at < cutoff {
+                    self.core.store.remove_outbox(&e.id)?;
+                }
+            }
         }
         self.core.store.barrier().await?;
         tracing::info!(
@@ -518,6 +652,9 @@ impl Core {
         }
         if outcome.reschedule {
             self.reaper_wake.notify_one();
+        }
+        if outcome.outbox {
+            self.outbox_wake.notify_one();
         }
         Ok(())
     }

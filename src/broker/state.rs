@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::outbox::Subject;
 use super::{BrokerError, Result};
 use crate::model::{
     Interaction, Notification, NotificationRequest, NotificationStatus, Response, Status, Timestamp,
@@ -30,12 +31,24 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// A deadline may now be earlier than the reaper thinks.
     pub reschedule: bool,
+    /// New or updated questions and notifications, to be queued for their channels.
+    pub deliver: Vec<(Subject, String)>,
+    /// Questions and notifications that were settled, to be withdrawn from their channels.
+    pub withdraw: Vec<(Subject, String)>,
+    /// New outbox entries were written: the dispatcher has work.
+    pub outbox: bool,
 }
 
 impl Outcome {
     /// Nothing to flush, wake, announce or reschedule.
     pub fn is_empty(&self) -> bool {
-        !self.wrote && self.wake.is_empty() && self.events.is_empty() && !self.reschedule
+        !self.wrote
+            && self.wake.is_empty()
+            && self.events.is_empty()
+            && !self.reschedule
+            && self.deliver.is_empty()
+            && self.withdraw.is_empty()
+            && !self.outbox
     }
 }
 
@@ -227,6 +240,7 @@ impl State {
             self.close_notification(store, &nid, NotificationStatus::Resolved, now, out)?;
         }
         out.wake.push(p.changed);
+        out.withdraw.push((Subject::Interaction, id.to_string()));
         Ok(record)
     }
 
@@ -246,6 +260,7 @@ impl State {
             status: "pending",
         });
         let (id, owned) = (record.id.clone(), record.owner_lease);
+        out.deliver.push((Subject::Interaction, record.id.clone()));
         self.track_pending(record, lease_deadline);
         if owned {
             if let Some(p) = self.pending.get_mut(&id) {
@@ -339,6 +354,8 @@ impl State {
                 store.put_notification(&n)?;
                 self.track_notification(&n);
                 out.wrote = true;
+                // An update in place is delivered again (the channels replace what they show).
+                out.deliver.push((Subject::Notification, n.id.clone()));
                 self.link_or_resolve(store, &mut n, now, out)?;
                 return Ok((n, false));
             }
@@ -352,6 +369,7 @@ impl State {
             id: n.id.clone(),
             status: "active",
         });
+        out.deliver.push((Subject::Notification, n.id.clone()));
         self.link_or_resolve(store, &mut n, now, out)?;
         Ok((n, true))
     }
@@ -423,6 +441,7 @@ impl State {
             id: n.id.clone(),
             status: status.as_str(),
         });
+        out.withdraw.push((Subject::Notification, n.id.clone()));
         Ok(n)
     }
 }

@@ -64,6 +64,9 @@ agentnotify answer <id> --text \"Use the staging database\""
     /// Answer from a phone: relay providers and routes, the reference Relay, a device client.
     #[command(subcommand)]
     Relay(crate::cli::relay::RelayCommand),
+    /// Get notified: desktop, ntfy (phone) and webhook channels, and which questions go where.
+    #[command(subcommand)]
+    Channels(crate::cli::channels::ChannelsCommand),
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 mod answer;
 mod args;
 mod browser;
+pub mod channels;
 mod demo;
 mod output;
 pub mod relay;
@@ -33,6 +34,8 @@ pub enum CliError {
     Paths(#[from] crate::paths::PathsError),
     #[error(transparent)]
     Relay(#[from] RelayCliError),
+    #[error(transparent)]
+    Channels(#[from] channels::ChannelsCliError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -43,8 +46,15 @@ impl ExitStatus for CliError {
     fn exit(&self) -> Exit {
         match self {
             CliError::Client(ClientError::Api { status: 404, .. })
-            | CliError::Relay(RelayCliError::NotFound(_)) => Exit::NotFound,
-            CliError::Usage(_) => Exit::Usage,
+            | CliError::Relay(RelayCliError::NotFound(_))
+            | CliError::Channels(channels::ChannelsCliError::NotFound(_))
+            | CliError::Channels(channels::ChannelsCliError::Client(ClientError::Api {
+                status: 404,
+                ..
+            })) => Exit::NotFound,
+            CliError::Usage(_) | CliError::Channels(channels::ChannelsCliError::Usage(_)) => {
+                Exit::Usage
+            }
             _ => Exit::Error,
         }
     }
@@ -142,6 +152,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Ui(a) => ui(a.print).await,
         Command::Status(a) => status(a.json).await,
         Command::Relay(c) => Ok(crate::cli::relay::run(c).await?),
+        Command::Channels(c) => Ok(channels::run(c).await?),
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;

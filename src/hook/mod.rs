@@ -1,10 +1,12 @@
-//! The host bridge: `agentnotify-hook <claude|codex> ask-permission` (SPEC §6).
+//! The host bridge: `agentnotify-hook <claude|codex> ask-permission` (SPEC §6), and the
+//! notify-only `agentnotify-hook <claude|codex> notify` (SPEC §11.7).
 //!
 //! Its whole life is one function whose every failure ends in "print nothing, exit 0", so
 //! the host falls back to its own prompt. It never auto-allows, never auto-denies, never
 //! exits non-zero, and exits the moment it has printed a decision.
 
 pub mod decision;
+pub mod notify;
 pub mod payload;
 mod run;
 mod signals;
@@ -32,12 +34,17 @@ pub use payload::{Host, Plan};
 pub struct HookArgs {
     /// The host running the hook: claude or codex.
     pub host: String,
-    /// The hook event: `ask-permission` (PermissionRequest), or `pre-tool-use` (Claude's
-    /// AskUserQuestion outside the default permission mode, SPEC §13.3).
+    /// The hook event: `ask-permission` (PermissionRequest), `pre-tool-use` (Claude's
+    /// AskUserQuestion outside the default permission mode, SPEC §13.3), or `notify` (Stop,
+    /// SubagentStop, Notification, SessionEnd hooks: posts "Claude finished in shop"; prints
+    /// nothing).
     pub action: String,
     /// Seconds to wait for an answer; must end before the host's hook timeout.
     #[arg(long, default_value_t = 590)]
     pub timeout: u64,
+    /// Internal: the detached half of `notify` that posts the notification.
+    #[arg(long, hide = true)]
+    pub post: bool,
 }
 
 /// Runs the bridge and exits the process with status 0, whatever happens.
@@ -62,10 +69,22 @@ pub fn main(args: Vec<OsString>) -> ! {
     let (host, event) = match (Host::parse(&parsed.host), parsed.action.as_str()) {
         (Some(h), "ask-permission") => (h, Event::PermissionRequest),
         (Some(Host::Claude), "pre-tool-use") => (Host::Claude, Event::PreToolUse),
+        (Some(h), "notify") => {
+            let _ = std::panic::catch_unwind(|| {
+                if let Some(stdin) = read_stdin() {
+                    if parsed.post {
+                        notify::post(&stdin);
+                    } else {
+                        notify::notify(h, &stdin);
+                    }
+                }
+            });
+            std::process::exit(0)
+        }
         _ => {
             let _ = writeln!(
                 std::io::stderr(),
-                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S]"
+                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S] | <claude|codex> notify"
             );
             std::process::exit(0)
         }

@@ -8,8 +8,8 @@
 //!   nothing here decides whether an answer is accepted.
 //! - Nothing here logs prompts, choices, answers, digests, nonces, tokens or keys.
 //!
-//! Files: `config` (providers, routes, secrets, installation key), `outbox` (durable
-//! publishing with retries), `poller` (answers back, cursors).
+//! Files: `config` (providers, routes, secrets, installation key), `outbox` (what the
+//! broker's one delivery outbox does for a relay channel), `poller` (answers back, cursors).
 
 pub mod config;
 pub mod outbox;
@@ -17,8 +17,6 @@ pub mod poller;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use tokio::sync::Notify;
 
 use crate::broker::{Broker, BrokerError};
 use crate::model::Status;
@@ -76,7 +74,6 @@ pub struct Endpoint {
 pub struct RelayLink {
     paths: Paths,
     broker: Arc<Broker>,
-    dispatch_wake: Notify,
     /// provider id → its client, and the URL and token it was built for (a provider added
     /// again gets a new one).
     clients: std::sync::Mutex<HashMap<String, (String, Secret, RelayClient)>>,
@@ -89,7 +86,6 @@ impl RelayLink {
         Arc::new(RelayLink {
             paths,
             broker,
-            dispatch_wake: Notify::new(),
             clients: Default::default(),
             poll_lock: tokio::sync::Mutex::new(()),
         })
@@ -139,10 +135,8 @@ impl RelayLink {
         }
     }
 
-    /// Starts the background publisher, dispatcher and poller.
+    /// Starts the background poller (publishing is the channel dispatcher's job).
     pub fn spawn_background(self: &Arc<Self>) {
-        tokio::spawn(outbox::run_publisher(Arc::clone(self)));
-        tokio::spawn(outbox::run_dispatcher(Arc::clone(self)));
         tokio::spawn(poller::run_poller(Arc::clone(self)));
     }
 }

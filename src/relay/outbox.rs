@@ -1,47 +1,37 @@
-//! Publishing questions: a durable outbox with deterministic ids and a dispatcher that
-//! retries with backoff.
+//! Publishing questions to a Relay: what the one delivery outbox (`broker::outbox`) does
+//! for a channel of kind `relay`.
 //!
-//! An entry `interaction:{id}:{provider}` says "this question still has to reach this
-//! provider". Sealing happens at delivery time, per device the provider lists and the
-//! pairing secret vouches for; the Relay stores one envelope per device and event id, so a
-//! delivery repeated after a crash or a manual re-publish replaces rather than duplicates.
+//! The broker queues `deliver:interaction:{id}:{provider}` for every provider whose routes
+//! carry a new question; the channel dispatcher calls [`deliver`]. Sealing happens at
+//! delivery time, per device the provider lists and the pairing secret vouches for; the
+//! Relay stores one envelope per device and event id, so a delivery repeated after a crash
+//! or a manual re-publish replaces rather than duplicates.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::error::RecvError;
-
 use super::{RelayError, RelayLink};
-use crate::broker::{BrokerError, InteractionFilter};
+use crate::broker::outbox::{entry_id, Action, EntryState, OutboxEntry, Subject};
+use crate::broker::BrokerError;
 use crate::model::{Interaction, Status, Timestamp};
 use agentnotify_relay_proto::wire::{question_event_id, Envelope, QuestionPayload};
 use agentnotify_relay_proto::{pairing, seal};
 
-/// Longest wait between two delivery attempts.
+/// Longest wait between two polls that failed.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
 
-/// One question still to be delivered to one provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboxEntry {
-    pub id: String,
-    pub interaction_id: String,
-    pub provider: String,
-    pub attempts: u32,
-    pub next_attempt_at: Timestamp,
-    pub created_at: Timestamp,
-    /// Why the last attempt failed (no secrets, no content).
-    pub last_error: Option<String>,
-}
-
-/// The outbox id: deterministic, so enqueuing twice is a no-op.
+/// The outbox id of a question for a provider: deterministic, so enqueuing twice is a no-op.
 pub fn outbox_id(interaction_id: &str, provider: &str) -> String {
-    format!("interaction:{interaction_id}:{provider}")
+    entry_id(
+        Action::Deliver,
+        Subject::Interaction,
+        interaction_id,
+        provider,
+    )
 }
 
-/// Queues `id` for every provider whose routes carry it. `force` (manual publish) also
+/// Queues `id` for every provider whose routes carry it, by hand (`POST …/publish`): also
 /// re-sends to providers it was already delivered to and makes waiting entries due now.
-pub async fn enqueue(relay: &RelayLink, id: &str, force: bool) -> Result<usize, RelayError> {
+pub async fn enqueue(relay: &RelayLink, id: &str) -> Result<usize, RelayError> {
     let record = relay.broker.get(id).await?;
     let cfg = relay.config()?;
     if cfg.publishing_providers().is_empty() {
@@ -54,153 +44,42 @@ pub async fn enqueue(relay: &RelayLink, id: &str, force: bool) -> Result<usize, 
     let providers = cfg.providers_for(&record);
     for p in &providers {
         let oid = outbox_id(&record.id, &p.id);
-        relay
-            .broker
-            .update_outbox::<OutboxEntry, _>(&oid, |stored| match stored {
-                Some(_) if !force => None,
-                Some(mut e) => {
-                    e.next_attempt_at = now;
-                    Some(e)
-                }
-                None => Some(OutboxEntry {
-                    id: oid.clone(),
-                    interaction_id: record.id.clone(),
-                    provider: p.id.clone(),
-                    attempts: 0,
-                    next_attempt_at: now,
-                    created_at: now,
-                    last_error: None,
-                }),
-            })?;
+        relay.broker.update_outbox(&oid, |stored| {
+            let mut e = stored.unwrap_or_else(|| {
+                OutboxEntry::new(
+                    Action::Deliver,
+                    Subject::Interaction,
+                    &record.id,
+                    &p.id,
+                    now,
+                    now,
+                )
+            });
+            e.state = EntryState::Waiting;
+            e.next_attempt_at = now;
+            Some(e)
+        })?;
     }
     relay.broker.commit_outbox().await?;
-    relay.dispatch_wake.notify_one();
+    relay.broker.wake_outbox();
     tracing::info!(
         id,
         providers = providers.len(),
-        manual = force,
-        "question queued for relay"
+        "question queued for relay by hand"
     );
     Ok(providers.len())
 }
 
-/// Background task: queues every new question (the broker's "pending" event).
-pub async fn run_publisher(relay: Arc<RelayLink>) {
-    let mut events = relay.broker.subscribe();
-    loop {
-        match events.recv().await {
-            Ok(e) if e.topic == "interaction" && e.status == "pending" => {
-                auto_enqueue(&relay, &e.id).await;
-            }
-            Ok(_) => {}
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    missed,
-                    "relay publisher fell behind; rechecking pending questions"
-                );
-                let filter = InteractionFilter {
-                    status: Some(Status::Pending),
-                    limit: 500,
-                    ..Default::default()
-                };
-                if let Ok(pending) = relay.broker.list(&filter).await {
-                    for i in pending {
-                        auto_enqueue(&relay, &i.id).await;
-                    }
-                }
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
-}
-
-async fn auto_enqueue(relay: &RelayLink, id: &str) {
-    match enqueue(relay, id, false).await {
-        Ok(_) | Err(RelayError::Unavailable) | Err(RelayError::NotPending(_)) => {}
-        Err(RelayError::Broker(BrokerError::NotFound(_))) => {}
-        Err(e) => tracing::error!(id, error = %e, "could not queue question for relay"),
-    }
-}
-
-/// Background task: delivers due outbox entries; failures back off exponentially.
-pub async fn run_dispatcher(relay: Arc<RelayLink>) {
-    loop {
-        let next = match dispatch_due(&relay).await {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!(error = %e, "relay outbox unreadable");
-                Some(Timestamp::now() + Duration::from_secs(5))
-            }
-        };
-        let sleep = next
-            .map(|t| Timestamp::now().until(t))
-            .unwrap_or(Duration::from_secs(3600));
-        tokio::select! {
-            _ = tokio::time::sleep(sleep) => {}
-            _ = relay.dispatch_wake.notified() => {}
-        }
-    }
-}
-
-/// Tries every due entry once; returns when the next one falls due.
-async fn dispatch_due(relay: &RelayLink) -> Result<Option<Timestamp>, RelayError> {
-    let mut next: Option<Timestamp> = None;
-    for mut entry in relay.broker.outbox_entries::<OutboxEntry>()? {
-        if entry.next_attempt_at > Timestamp::now() {
-            next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
-            continue;
-        }
-        match deliver(relay, &entry).await {
-            Ok(devices) => {
-                relay.broker.remove_outbox(&entry.id)?;
-                tracing::info!(
-                    id = %entry.interaction_id,
-                    provider = %entry.provider,
-                    devices,
-                    attempts = entry.attempts + 1,
-                    "question delivered to relay"
-                );
-            }
-            Err(e) => {
-                entry.attempts += 1;
-                let wait = backoff(entry.attempts, Duration::from_secs(1));
-                entry.next_attempt_at = Timestamp::now() + wait;
-                entry.last_error = Some(e.to_string());
-                // Only while it is still queued: a concurrent removal stays removed.
-                let failed = entry.clone();
-                relay
-                    .broker
-                    .update_outbox::<OutboxEntry, _>(&entry.id, |stored| stored.map(|_| failed))?;
-                next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
-                tracing::warn!(
-                    id = %entry.interaction_id,
-                    provider = %entry.provider,
-                    attempts = entry.attempts,
-                    retry_in_ms = wait.as_millis() as u64,
-                    error = %e,
-                    "relay delivery failed; will retry"
-                );
-            }
-        }
-        relay.broker.commit_outbox().await?;
-    }
-    Ok(next)
-}
-
-/// Exponential backoff with jitter: `base · 2^(n-1)`, capped at [`MAX_BACKOFF`], then a
-/// random 50–100 % of that, so many brokers do not retry in step.
+/// Exponential backoff with jitter for polls, capped at [`MAX_BACKOFF`].
 pub fn backoff(failures: u32, base: Duration) -> Duration {
-    let exp = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    let capped = exp.min(MAX_BACKOFF);
-    let jitter = 0.5 + rand::random::<f64>() * 0.5;
-    capped.mul_f64(jitter).max(Duration::from_millis(100))
+    crate::broker::outbox::backoff(failures, base, MAX_BACKOFF)
 }
 
 /// Seals the question for each vouched-for device of the provider and stores it there.
 /// Returns how many devices got it. A question no longer pending or no longer covered by
 /// a route is dropped (Ok) rather than sent.
-async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
-    let record = match relay.broker.get(&entry.interaction_id).await {
+pub async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
+    let record = match relay.broker.get(&entry.subject_id).await {
         Ok(r) if r.status == Status::Pending => r,
         Ok(_) | Err(BrokerError::NotFound(_)) => return Ok(0),
         Err(e) => return Err(e.into()),
@@ -209,11 +88,11 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
     if !cfg
         .providers_for(&record)
         .iter()
-        .any(|p| p.id == entry.provider)
+        .any(|p| p.id == entry.channel)
     {
         return Ok(0);
     }
-    let endpoint = match relay.endpoint(&cfg, &entry.provider) {
+    let endpoint = match relay.endpoint(&cfg, &entry.channel) {
         Ok(e) => e,
         Err(RelayError::UnknownProvider(_)) => return Ok(0),
         Err(e) => return Err(e),
@@ -234,7 +113,7 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
             continue;
         };
         if !vouched {
-            tracing::warn!(device = %d.device_id, provider = %entry.provider, "skipping a device whose pairing proof does not verify");
+            tracing::warn!(device = %d.device_id, provider = %entry.channel, "skipping a device whose pairing proof does not verify");
             continue;
         }
         client

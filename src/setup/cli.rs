@@ -66,9 +66,13 @@ pub struct InstallArgs {
     #[arg(value_enum)]
     pub host: Host,
     /// Install the hook that asks you, wherever you are, before the agent runs a tool
-    /// (the default, and currently the only hook)
+    /// (the default unless only --notify is given)
     #[arg(long)]
     pub ask: bool,
+    /// Also install notify-only hooks: "Claude finished in shop" when the agent stops
+    /// (Claude: Stop, SubagentStop, Notification, SessionEnd; Codex: Stop). They print nothing.
+    #[arg(long)]
+    pub notify: bool,
     /// Which config file to edit
     #[arg(long, value_enum, default_value = "user")]
     pub scope: Scope,
@@ -142,6 +146,9 @@ fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
             }
             let exe = command_path(args.command_path)?;
             let request = InstallRequest {
+                // --notify alone installs only the notify hooks; otherwise the question hook.
+                ask: args.ask || !args.notify,
+                notify: args.notify,
                 scope: args.scope,
                 command: HookCommand {
                     host: args.host,

@@ -68,14 +68,31 @@ impl CodexConfig {
 
     /// Plans recording `hash` as trusted for `key`; `None` when already recorded.
     pub fn plan_trust(&self, key: &str, hash: &str) -> Result<Option<FileChange>, SetupError> {
+        Ok(self
+            .plan_trust_all(&[(key.to_string(), hash.to_string())])?
+            .map(|(change, _)| change))
+    }
+
+    /// [`CodexConfig::plan_trust`] for several hooks in one change (they share the file).
+    /// Also returns the keys whose entry changed.
+    pub fn plan_trust_all(
+        &self,
+        entries: &[(String, String)],
+    ) -> Result<Option<(FileChange, Vec<String>)>, SetupError> {
         let mut doc = self.doc.clone();
-        let changed = codex_trust::set_trusted(&mut doc, key, hash).map_err(|problem| {
-            SetupError::WrongShapeNoForce {
-                path: self.snapshot.path.clone(),
-                problem,
+        let mut changed_keys = Vec::new();
+        for (key, hash) in entries {
+            let changed = codex_trust::set_trusted(&mut doc, key, hash).map_err(|problem| {
+                SetupError::WrongShapeNoForce {
+                    path: self.snapshot.path.clone(),
+                    problem,
+                }
+            })?;
+            if changed {
+                changed_keys.push(key.clone());
             }
-        })?;
-        if !changed {
+        }
+        if changed_keys.is_empty() {
             return Ok(None);
         }
         let mut change = FileChange::new(
@@ -84,12 +101,14 @@ impl CodexConfig {
             CONFIG_MODE,
         );
         let backup = backup_path(&self.snapshot.path);
-        // Back up only the file as it was before we recorded any trust for this hook.
-        let first_time = codex_trust::recorded_hash(&self.doc, key).is_none();
+        // Back up only the file as it was before we recorded any trust for our hooks.
+        let first_time = entries
+            .iter()
+            .all(|(key, _)| codex_trust::recorded_hash(&self.doc, key).is_none());
         if self.snapshot.bytes.is_some() && !backup.exists() && first_time {
             change.backup_to = Some(backup);
         }
-        Ok(Some(change))
+        Ok(Some((change, changed_keys)))
     }
 
     /// Plans removing the trust entries for `keys`; `None` when none is recorded. When

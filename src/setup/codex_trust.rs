@@ -6,7 +6,9 @@
 //! `trusted_hash = "sha256:" + hex(sha256(JSON))`, JSON being the compact, key-sorted,
 //! non-ASCII-raw serialisation of
 //! `{"event_name":"permission_request","matcher":…,"hooks":[{"type","command","timeout","async"}]}`.
-//! The path is not hashed; any change to the command or timeout invalidates trust.
+//! The path is not hashed; any change to the command or timeout invalidates trust. A group
+//! without a `matcher` (our Stop hook: Codex ignores matchers there) has no `matcher` key in
+//! the hashed JSON at all — verified with the real Codex by the host suite.
 
 use std::path::Path;
 
@@ -45,16 +47,43 @@ impl TrustState {
 
 /// The `[hooks.state]` key Codex uses for the handler at `position` in `hooks_json`.
 pub fn trust_key(hooks_json: &Path, position: Position) -> String {
+    trust_key_for(hooks_json, EVENT_NAME, position)
+}
+
+/// [`trust_key`] for a handler of another event (`event_name` in Codex's snake_case).
+pub fn trust_key_for(hooks_json: &Path, event_name: &str, position: Position) -> String {
     format!(
-        "{}:{EVENT_NAME}:{}:{}",
+        "{}:{event_name}:{}:{}",
         hooks_json.display(),
         position.group,
         position.handler
     )
 }
 
+/// Codex's snake_case name of a hook event (`Stop` → `stop`, `PermissionRequest` →
+/// `permission_request`).
+pub fn event_name(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `sha256:<hex>` of the handler as Codex sees it (defaults filled in as Codex does).
 pub fn trust_hash(group: &Map<String, Value>, handler: &Value) -> String {
+    trust_hash_for(EVENT_NAME, group, handler)
+}
+
+/// [`trust_hash`] for a handler of another event.
+pub fn trust_hash_for(event_name: &str, group: &Map<String, Value>, handler: &Value) -> String {
     let field = |name: &str| handler.get(name).cloned();
     let mut hook = Map::new();
     hook.insert(
@@ -68,11 +97,10 @@ pub fn trust_hash(group: &Map<String, Value>, handler: &Value) -> String {
     );
     hook.insert("async".into(), field("async").unwrap_or(Value::Bool(false)));
     let mut identity = Map::new();
-    identity.insert("event_name".into(), EVENT_NAME.into());
-    identity.insert(
-        "matcher".into(),
-        group.get("matcher").cloned().unwrap_or(Value::Null),
-    );
+    identity.insert("event_name".into(), event_name.into());
+    if let Some(m) = group.get("matcher") {
+        identity.insert("matcher".into(), m.clone());
+    }
     identity.insert("hooks".into(), Value::Array(vec![Value::Object(hook)]));
     // Key-sorted (byte order): `serde_json` here keeps insertion order, while Codex hashes
     // key-sorted JSON.

@@ -113,6 +113,7 @@ pub fn run(env: &Env, hosts: &[Host]) -> Report {
     match Paths::from_env() {
         Ok(paths) => {
             checks.push(broker(&paths));
+            checks.extend(channels(&paths));
             checks.push(token_file(&paths.token_file()));
         }
         Err(e) => checks.push(
@@ -206,6 +207,58 @@ fn broker(paths: &Paths) -> Check {
                 format!("stop the program listening there, or delete {}", paths.broker_json().display())
             }),
     }
+}
+
+/// Delivery channels (SPEC §11): dead letters and unavailable channels are problems. Asked
+/// of a running broker only (doctor never starts one).
+fn channels(paths: &Paths) -> Option<Check> {
+    let (client, _) = client::from_files(paths)?;
+    let status = super::health::channels_status(&client)?;
+    let list = status["channels"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        return None;
+    }
+    let dead = status["dead_letters"].as_u64().unwrap_or(0);
+    let unavailable: Vec<String> = list
+        .iter()
+        .filter(|c| c["available"] != true)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c["id"].as_str().unwrap_or("?"),
+                c["unavailable_reason"].as_str().unwrap_or("unavailable")
+            )
+        })
+        .collect();
+    let name = "channels";
+    if dead > 0 {
+        return Some(
+            Check::new(
+                None,
+                name,
+                Status::Fail,
+                format!("{dead} delivery(ies) failed for 24 h and were dead-lettered"),
+            )
+            .fix("see `agentnotify channels status` for which channel and why"),
+        );
+    }
+    if !unavailable.is_empty() {
+        return Some(
+            Check::new(
+                None,
+                name,
+                Status::Fail,
+                format!("unavailable: {}", unavailable.join(", ")),
+            )
+            .fix("see docs/DELIVERY.md; `agentnotify channels disable ID` silences a channel"),
+        );
+    }
+    Some(Check::new(
+        None,
+        name,
+        Status::Ok,
+        format!("{} channel(s), nothing dead-lettered", list.len()),
+    ))
 }
 
 fn token_file(path: &Path) -> Check {
@@ -347,6 +400,22 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                     "PreToolUse hook for AskUserQuestion installed".to_string(),
                 )
             });
+        }
+        let notify_events: Vec<String> = super::notify_hooks::events(host)
+            .into_iter()
+            .filter(|e| !json_config::find_in(&value, e, super::notify_hooks::is_notify).is_empty())
+            .collect();
+        if !notify_events.is_empty() {
+            checks.push(Check::new(
+                Some(host),
+                "notify_hooks",
+                Status::Ok,
+                format!(
+                    "notify hooks ({}) in {}",
+                    notify_events.join(", "),
+                    path.display()
+                ),
+            ));
         }
         if host == Host::Claude && value.get("disableAllHooks") == Some(&Value::Bool(true)) {
             checks.push(

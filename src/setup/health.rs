@@ -38,6 +38,23 @@ pub fn health(client: &Client) -> Health {
     }
 }
 
+/// The running broker's `GET /v1/channels/status`, if it answers.
+pub fn channels_status(client: &Client) -> Option<serde_json::Value> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime
+        .block_on(client.call(
+            crate::client::Method::GET,
+            "/v1/channels/status",
+            None,
+            HEALTH_TIMEOUT,
+        ))
+        .ok()
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use super::error::SetupError;
 use super::files::{backup_path, free_backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::json_config::{self, Position, Upsert};
+use super::notify_hooks;
 use super::plan::FileChange;
 use super::snippets;
 
@@ -23,6 +24,10 @@ pub const JSON_MODE: u32 = 0o644;
 pub struct InstallRequest {
     pub scope: Scope,
     pub command: HookCommand,
+    /// The PermissionRequest hook (questions answered remotely).
+    pub ask: bool,
+    /// The notify-only hooks ("Claude finished in shop", SPEC §11.7).
+    pub notify: bool,
     pub trust: bool,
     pub force: bool,
 }
@@ -120,10 +125,13 @@ pub fn plan(
         .into_iter()
         .collect();
     let ask = &json_config::ASK_PRE_TOOL_USE;
-    if host == Host::Claude && json_config::check_shape(&doc).is_ok() {
+    if request.ask && host == Host::Claude && json_config::check_shape(&doc).is_ok() {
         if let Err(p) = json_config::check_shape_at(&doc, ask) {
             problems.push(p.to_string());
         }
+    }
+    if request.notify && problems.is_empty() {
+        problems.extend(notify_hooks::shape_problems(&doc, host));
     }
     if host == Host::Codex {
         let extra = codex::extra_root_keys(&doc);
@@ -147,23 +155,37 @@ pub fn plan(
         if host == Host::Claude && json_config::check_shape_at(&doc, ask).is_err() {
             doc["hooks"][ask.event] = Value::Array(Vec::new());
         }
+        notify_hooks::repair(&mut doc, host);
         if host == Host::Codex {
             codex::drop_extra_root_keys(&mut doc);
         }
         discarded = true;
     }
 
-    let had_ours = original
-        .as_ref()
-        .is_some_and(|v| !json_config::find_ours(v).is_empty());
-    let group = snippets::hook_group(&request.command);
-    let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
-    // Claude asks hooks about AskUserQuestion only in its default mode; PreToolUse covers
-    // the other modes (SPEC §13.3). Appended after PermissionRequest, so positions hold.
-    if host == Host::Claude {
-        let group = snippets::hook_group_at(&request.command, ask);
-        json_config::upsert_at(&mut doc, group, ask).expect("shape checked above");
-    }
+    let had_ours = original.as_ref().is_some_and(|v| {
+        !json_config::find_ours(v).is_empty()
+            || notify_hooks::events(host)
+                .iter()
+                .any(|e| !json_config::find_in(v, e, notify_hooks::is_notify).is_empty())
+    });
+    let (action, position) = if request.ask {
+        let group = snippets::hook_group(&request.command);
+        let (action, position) = json_config::upsert(&mut doc, group).expect("shape checked above");
+        // Claude asks hooks about AskUserQuestion only in its default mode; PreToolUse covers
+        // the other modes (SPEC §13.3). Appended after PermissionRequest, so positions hold.
+        if host == Host::Claude {
+            let group = snippets::hook_group_at(&request.command, ask);
+            json_config::upsert_at(&mut doc, group, ask).expect("shape checked above");
+        }
+        (action, Some(position))
+    } else {
+        (Upsert::Unchanged, None)
+    };
+    let notify_at = if request.notify {
+        notify_hooks::install(&mut doc, host, &request.command.exe).1
+    } else {
+        Vec::new()
+    };
     let changed = discarded || original.as_ref() != Some(&doc);
     let indent = snapshot
         .text()
@@ -190,6 +212,11 @@ pub fn plan(
     let where_ = format!("{} ({} scope)", path.display(), request.scope.name());
     planned.lines.push(match (changed, action) {
         (false, _) => format!("{}: already up to date in {where_}", host.display_name()),
+        (true, _) if !request.ask => format!(
+            "{}: {} the notify hooks in {where_}",
+            host.display_name(),
+            would("installed", "would install")
+        ),
         (true, Upsert::Added) => format!(
             "{}: {} the PermissionRequest hook in {where_}",
             host.display_name(),
@@ -201,7 +228,7 @@ pub fn plan(
             would("updated", "would update")
         ),
     });
-    if changed {
+    if changed && request.ask {
         planned.lines.push(format!(
             "  runs: {} (host timeout {} s)",
             request.command.command_line(),
@@ -214,6 +241,18 @@ pub fn plan(
             ));
         }
     }
+    if changed && request.notify {
+        let events: Vec<&str> = notify_at.iter().map(|(e, _)| e.as_str()).collect();
+        planned.lines.push(format!(
+            "  notify hooks ({}): {} (prints nothing; posts \"{} finished\")",
+            events.join(", "),
+            notify_hooks::command_line(host, &request.command.exe),
+            match host {
+                Host::Claude => "Claude",
+                Host::Codex => "Codex",
+            }
+        ));
+    }
     if let Some(backup) = &change.backup_to {
         planned.lines.push(format!(
             "  previous content {} {}",
@@ -224,11 +263,16 @@ pub fn plan(
     planned.changes.push(change);
 
     if host == Host::Codex {
+        let handlers: Vec<(String, Position)> = position
+            .map(|p| (json_config::EVENT.to_string(), p))
+            .into_iter()
+            .chain(notify_at)
+            .collect();
         codex_trust_step(
             env,
             &path,
             &doc,
-            position,
+            &handlers,
             request.trust,
             dry_run,
             &mut planned,
@@ -238,32 +282,42 @@ pub fn plan(
 }
 
 /// Codex runs a hook only once the person trusts it: record trust (`--trust`) or say
-/// plainly what to do.
+/// plainly what to do. `handlers`: each of our handlers, by event, where it sits.
 fn codex_trust_step(
     env: &Env,
     hooks_json: &Path,
     doc: &Value,
-    position: Position,
+    handlers: &[(String, Position)],
     trust: bool,
     dry_run: bool,
     planned: &mut Planned,
 ) -> Result<(), SetupError> {
-    let group = doc["hooks"][json_config::EVENT][position.group]
-        .as_object()
-        .expect("upsert placed our handler in an object group");
-    let handler = &group["hooks"][position.handler];
-    let key = codex_trust::trust_key(hooks_json, position);
-    let hash = codex_trust::trust_hash(group, handler);
+    let entries: Vec<(String, String)> = handlers
+        .iter()
+        .map(|(event, position)| {
+            let group = doc["hooks"][event][position.group]
+                .as_object()
+                .expect("upsert placed our handler in an object group");
+            let handler = &group["hooks"][position.handler];
+            let event_name = codex_trust::event_name(event);
+            (
+                codex_trust::trust_key_for(hooks_json, &event_name, *position),
+                codex_trust::trust_hash_for(&event_name, group, handler),
+            )
+        })
+        .collect();
     let config_path = env.codex_config()?;
     if trust {
         let config = CodexConfig::load(&config_path)?;
-        match config.plan_trust(&key, &hash)? {
-            Some(change) => {
-                planned.lines.push(format!(
-                    "Codex trust: {} [hooks.state.\"{key}\"] trusted_hash = \"{hash}\" in {}",
-                    if dry_run { "would record" } else { "recorded" },
-                    config_path.display()
-                ));
+        match config.plan_trust_all(&entries)? {
+            Some((change, changed)) => {
+                for (key, hash) in entries.iter().filter(|(k, _)| changed.contains(k)) {
+                    planned.lines.push(format!(
+                        "Codex trust: {} [hooks.state.\"{key}\"] trusted_hash = \"{hash}\" in {}",
+                        if dry_run { "would record" } else { "recorded" },
+                        config_path.display()
+                    ));
+                }
                 if let Some(backup) = &change.backup_to {
                     planned.lines.push(format!(
                         "  previous content {} {}",
@@ -284,14 +338,26 @@ fn codex_trust_step(
         }
         return Ok(());
     }
-    let state = CodexConfig::load(&config_path).map(|c| codex_trust::state(&c.doc, &key, &hash));
-    match state {
-        Ok(TrustState::Trusted) => planned.lines.push(format!(
-            "Codex trust: trusted (recorded in {})",
-            config_path.display()
-        )),
-        Ok(other) => {
-            let why = if other == TrustState::Modified {
+    let config = CodexConfig::load(&config_path);
+    let states: Result<Vec<TrustState>, _> = config.as_ref().map(|c| {
+        entries
+            .iter()
+            .map(|(key, hash)| codex_trust::state(&c.doc, key, hash))
+            .collect()
+    });
+    match states {
+        Ok(states) if states.iter().all(|s| *s == TrustState::Trusted) => {
+            planned.lines.push(format!(
+                "Codex trust: trusted (recorded in {})",
+                config_path.display()
+            ))
+        }
+        Ok(states) => {
+            let other = states
+                .iter()
+                .find(|s| **s != TrustState::Trusted)
+                .expect("not all trusted");
+            let why = if *other == TrustState::Modified {
                 "the trust recorded for this hook is for an earlier version of it, so Codex skips it"
             } else {
                 "Codex skips hooks nobody has trusted yet, silently in `codex exec`"

@@ -14,11 +14,13 @@ pub const EVENT: &str = "PermissionRequest";
 
 /// Where one kind of handler of ours lives: the event, the group's matcher, and the
 /// bridge action its command runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Slot {
     pub event: &'static str,
     pub matcher: &'static str,
     pub action: &'static str,
+    /// Recognises our handler of this slot.
+    pub mine: fn(&Value) -> bool,
 }
 
 /// The PermissionRequest handler: every tool.
@@ -26,6 +28,7 @@ pub const PERMISSION: Slot = Slot {
     event: EVENT,
     matcher: "*",
     action: "ask-permission",
+    mine: is_ours,
 };
 
 /// Claude only: AskUserQuestion outside the default permission mode (SPEC §13.3).
@@ -33,7 +36,13 @@ pub const ASK_PRE_TOOL_USE: Slot = Slot {
     event: "PreToolUse",
     matcher: "AskUserQuestion",
     action: "pre-tool-use",
+    mine: is_ours_pre_tool_use,
 };
+
+/// True when a handler runs our bridge's `pre-tool-use`.
+fn is_ours_pre_tool_use(handler: &Value) -> bool {
+    is_ours_at(handler, &ASK_PRE_TOOL_USE)
+}
 
 /// Where a handler sits: index of its group in the event's array, and within the group.
 /// Codex names trust entries by exactly these two numbers.
@@ -150,14 +159,19 @@ pub struct Found<'a> {
 /// Our handlers in document order. Malformed groups (not objects, no `hooks` array)
 /// belong to someone else and are skipped, never touched.
 pub fn find_ours(root: &Value) -> Vec<Found<'_>> {
-    find_ours_at(root, &PERMISSION)
+    find_in(root, EVENT, is_ours)
 }
 
 /// Our handlers of one slot, in document order.
 pub fn find_ours_at<'a>(root: &'a Value, slot: &Slot) -> Vec<Found<'a>> {
+    find_in(root, slot.event, slot.mine)
+}
+
+/// The handlers `mine` recognises under `event`, in document order.
+pub fn find_in<'a>(root: &'a Value, event: &str, mine: fn(&Value) -> bool) -> Vec<Found<'a>> {
     let Some(groups) = root
         .get("hooks")
-        .and_then(|h| h.get(slot.event))
+        .and_then(|h| h.get(event))
         .and_then(Value::as_array)
     else {
         return Vec::new();
@@ -171,7 +185,7 @@ pub fn find_ours_at<'a>(root: &'a Value, slot: &Slot) -> Vec<Found<'a>> {
             continue;
         };
         for (h, handler) in handlers.iter().enumerate() {
-            if is_ours_at(handler, slot) {
+            if mine(handler) {
                 found.push(Found {
                     position: Position {
                         group: g,
@@ -202,7 +216,8 @@ pub enum Upsert {
 /// appends `group` after every existing one (appending keeps the positions, and so the
 /// Codex trust, of every other hook).
 pub fn upsert(root: &mut Value, group: Value) -> Result<(Upsert, Position), ShapeProblem> {
-    upsert_at(root, group, &PERMISSION)
+    check_shape(root)?;
+    Ok(upsert_in(root, EVENT, group, is_ours))
 }
 
 /// [`upsert`] for one slot.
@@ -212,8 +227,18 @@ pub fn upsert_at(
     slot: &Slot,
 ) -> Result<(Upsert, Position), ShapeProblem> {
     check_shape_at(root, slot)?;
+    Ok(upsert_in(root, slot.event, group, slot.mine))
+}
+
+/// [`upsert`] for any event and recogniser; the shape of `hooks.<event>` must be checked.
+pub fn upsert_in(
+    root: &mut Value,
+    event: &str,
+    group: Value,
+    mine: fn(&Value) -> bool,
+) -> (Upsert, Position) {
     let handler = group["hooks"][0].clone();
-    let positions: Vec<Position> = find_ours_at(root, slot)
+    let positions: Vec<Position> = find_in(root, event, mine)
         .iter()
         .map(|f| f.position)
         .collect();
@@ -226,7 +251,7 @@ pub fn upsert_at(
         let groups = hooks
             .as_object_mut()
             .expect("checked: object")
-            .entry(slot.event)
+            .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .expect("checked: array");
@@ -235,9 +260,9 @@ pub fn upsert_at(
             group: groups.len() - 1,
             handler: 0,
         };
-        return Ok((Upsert::Added, position));
+        return (Upsert::Added, position);
     };
-    let groups = event_groups_mut(root, slot).expect("found ours, so the path exists");
+    let groups = event_groups_mut(root, event).expect("found ours, so the path exists");
     let place = &mut groups[first.group]["hooks"][first.handler];
     let mut action = Upsert::Unchanged;
     if *place != handler {
@@ -248,7 +273,7 @@ pub fn upsert_at(
         remove_positions(groups, duplicates);
         action = Upsert::Updated;
     }
-    Ok((action, first))
+    (action, first)
 }
 
 /// Removes every handler of ours, then prunes the groups, the event list and the
@@ -259,7 +284,8 @@ pub fn remove_ours(
     root: &mut Value,
     original: Option<&Value>,
 ) -> Result<Vec<Position>, ShapeProblem> {
-    remove_ours_at(root, original, &PERMISSION)
+    check_shape(root)?;
+    Ok(remove_in(root, EVENT, is_ours, original))
 }
 
 /// [`remove_ours`] for one slot.
@@ -269,15 +295,24 @@ pub fn remove_ours_at(
     slot: &Slot,
 ) -> Result<Vec<Position>, ShapeProblem> {
     check_shape_at(root, slot)?;
-    let positions: Vec<Position> = find_ours_at(root, slot)
+    Ok(remove_in(root, slot.event, slot.mine, original))
+}
+
+/// [`remove_ours`] for any event and recogniser; the shape must be checked.
+pub fn remove_in(
+    root: &mut Value,
+    event: &str,
+    mine: fn(&Value) -> bool,
+    original: Option<&Value>,
+) -> Vec<Position> {
+    let positions: Vec<Position> = find_in(root, event, mine)
         .iter()
         .map(|f| f.position)
         .collect();
     if positions.is_empty() {
-        return Ok(positions);
+        return positions;
     }
-    let event = slot.event;
-    let groups = event_groups_mut(root, slot).expect("found ours, so the path exists");
+    let groups = event_groups_mut(root, event).expect("found ours, so the path exists");
     remove_positions(groups, &positions);
     let had = |path: &[&str]| {
         original.is_some_and(|o| path.iter().try_fold(o, |v, key| v.get(key)).is_some())
@@ -291,11 +326,19 @@ pub fn remove_ours_at(
             .expect("checked: object")
             .shift_remove("hooks");
     }
-    Ok(positions)
+    positions
 }
 
-fn event_groups_mut<'a>(root: &'a mut Value, slot: &Slot) -> Option<&'a mut Vec<Value>> {
-    root.get_mut("hooks")?.get_mut(slot.event)?.as_array_mut()
+/// Whether `hooks.<event>`, where present, is an array (the root and `hooks` are checked
+/// by [`check_shape`]).
+pub fn event_is_array(root: &Value, event: &str) -> bool {
+    root.get("hooks")
+        .and_then(|h| h.get(event))
+        .is_none_or(Value::is_array)
+}
+
+fn event_groups_mut<'a>(root: &'a mut Value, event: &str) -> Option<&'a mut Vec<Value>> {
+    root.get_mut("hooks")?.get_mut(event)?.as_array_mut()
 }
 
 /// Removes handlers at `positions` (document order) and drops groups emptied by it.

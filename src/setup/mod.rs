@@ -28,6 +28,7 @@ pub mod health;
 pub mod host;
 pub mod install;
 pub mod json_config;
+pub mod notify_hooks;
 pub mod plan;
 pub mod snippets;
 pub mod uninstall;

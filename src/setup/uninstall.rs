@@ -10,6 +10,7 @@ use super::files::{backup_path, Snapshot};
 use super::host::{Env, Host, Scope};
 use super::install::{load_json, Planned, JSON_MODE};
 use super::json_config::{self, Position};
+use super::notify_hooks;
 use super::plan::FileChange;
 
 /// Plans removing our hook from `host`'s file for `scope`.
@@ -50,7 +51,13 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
                 .expect("shape checked"),
         );
     }
-    if removed.is_empty() {
+    // The notify hooks too (where their event lists are arrays: others we leave alone).
+    let removed_notify = if notify_hooks::shape_problems(&doc, host).is_empty() {
+        notify_hooks::remove(&mut doc, host, backup_value.as_ref())
+    } else {
+        Vec::new()
+    };
+    if removed.is_empty() && removed_notify.is_empty() {
         planned.lines.push(format!(
             "{}: not installed in {}; nothing changed",
             host.display_name(),
@@ -94,10 +101,15 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
         FileChange::new(snapshot, Some(text.into_bytes()), JSON_MODE)
     };
     planned.lines.push(format!(
-        "{}: {} {} PermissionRequest handler(s) from {} ({} scope)",
+        "{}: {} {} PermissionRequest handler(s){} from {} ({} scope)",
         host.display_name(),
         would("removed", "would remove"),
         removed.len(),
+        if removed_notify.is_empty() {
+            String::new()
+        } else {
+            format!(" and {} notify handler(s)", removed_notify.len())
+        },
         path.display(),
         scope.name()
     ));
@@ -105,10 +117,14 @@ pub fn plan(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<Planne
     planned.changes.push(change);
 
     if host == Host::Codex {
-        let keys: Vec<String> = removed
-            .iter()
-            .map(|p| codex_trust::trust_key(&path, *p))
-            .collect();
+        let keys: Vec<String> =
+            removed
+                .iter()
+                .map(|p| codex_trust::trust_key(&path, *p))
+                .chain(removed_notify.iter().map(|(e, p)| {
+                    codex_trust::trust_key_for(&path, &codex_trust::event_name(e), *p)
+                }))
+                .collect();
         let config_path = env.codex_config()?;
         match CodexConfig::load(&config_path) {
             Ok(config) => {

@@ -9,6 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod delivery;
+/// The loopback ntfy stand-in and webhook receiver of the integration tests.
+#[path = "../integration/receivers.rs"]
+mod receivers;
+
 const AGENTNOTIFY: &str = env!("CARGO_BIN_EXE_agentnotify");
 const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
 
@@ -399,6 +404,12 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let n = |x: usize| ((x as f64 * scale) as usize).max(5);
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("delivery") {
+        println!("| measurement | samples | p50 | p99 | max |");
+        println!("| --- | --- | --- | --- | --- |");
+        delivery::run(scale).await;
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let trivial = trivial_binary(tmp.path());
     let mut trivial_exec = exec_time(&trivial, n(200));
@@ -480,6 +491,8 @@ async fn main() {
         "- hook peak RSS (warm path, max over runs): **{:.1} MiB**",
         peak as f64 / 1024.0
     );
+    println!();
+    delivery::run(scale).await;
     for bin in [AGENTNOTIFY, HOOK] {
         let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
         println!(

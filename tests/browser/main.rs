@@ -2,6 +2,7 @@
 //! binaries one after another: the browser's CPU load then never overlaps the timing-sensitive
 //! tests of `tests/integration` on a small machine.
 
+mod alerts;
 mod guard;
 mod integrity;
 mod live;

@@ -180,6 +180,20 @@ trust_level = "trusted"
         r = self.run(HOOK, "install-harness", host, "--ask", "--command-path", str(HOOK), *extra)
         return r.stdout
 
+    def notifications(self) -> list[dict[str, Any]]:
+        r = self.run(AGENTNOTIFY, "notify", "list", "--json")
+        return json.loads(r.stdout)["notifications"]
+
+    def finished_notification(self, title: str) -> dict[str, Any]:
+        """Waits for the notify hook's notification (posted by a detached child)."""
+        def probe() -> dict[str, Any] | None:
+            if self.broker_pid() is None:
+                return None
+            found = [n for n in self.notifications() if n["title"] == title]
+            return found[0] if found else None
+
+        return wait_for(f"the notification {title!r}", probe, QUESTION_LIMIT, 0.2)
+
     def broker_pid(self) -> int | None:
         try:
             info = json.loads((self.an_home / "broker.json").read_text())
@@ -418,6 +432,23 @@ class ClaudeTests(HostTest):
         self.assertEqual(len(results), 1, f"tool results sent to the model: {results}")
         return results[0]
 
+    def test_stop_fires_our_notify_hook_and_changes_nothing_claude_does(self) -> None:
+        w = World(self, [bash(MARKER_CMD)])
+        out = w.install("claude", "--notify")
+        self.assertIn("notify hooks (Stop, SubagentStop, Notification, SessionEnd)", out)
+        w.start_broker()
+        claude = w.claude_print()
+        w.respond(w.question(claude), "allow-once")
+        self.assertEqual(w.finish(claude), 0, w.tail())
+        # The run went as it would without the notify hooks: the command ran, the model's
+        # final text is Claude's output, and the one tool result is the command's.
+        self.assertEqual((w.proj / "marker.txt").read_text(), "ran\n")
+        self.assertIn("All done.", (w.root / "claude.out").read_text())
+        self.assertEqual(len(w.fake.anthropic_tool_results()), 1)
+        n = w.finished_notification("Claude finished in shop")
+        self.assertEqual((n["type"], n["agent"], n["project"]), ("completed", "claude", "shop"))
+        self.assertIn(n["metadata"]["event"], ("Stop", "SessionEnd"))
+
     def test_allow_runs_the_command(self) -> None:
         w = World(self, [bash(MARKER_CMD)])
         w.install("claude")
@@ -612,6 +643,18 @@ class CodexTests(HostTest):
         w.write_codex_config()
         w.install("codex", *install)
         return w
+
+    def test_exec_stop_fires_our_notify_hook_and_changes_nothing_codex_does(self) -> None:
+        w = self.world("--trust", "--notify")
+        w.start_broker()
+        codex = w.codex_exec()
+        w.respond(w.question(codex), "allow-once")
+        self.assertEqual(w.finish(codex), 0, w.tail())
+        self.assertEqual((w.proj / "marker.txt").read_text(), "ran\n")
+        self.assertIn("All done.", (w.root / "codex.out").read_text())
+        self.assertEqual(len(self.outputs(w)), 1)
+        n = w.finished_notification("Codex finished in shop")
+        self.assertEqual((n["type"], n["agent"]), ("completed", "codex"))
 
     def test_exec_allow_from_a_cold_start(self) -> None:
         w = self.world("--trust")

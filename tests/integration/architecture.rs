@@ -24,12 +24,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "broker", "model", "store", "config", "fsutil", "paths", "secret",
         ],
     ),
-    ("api", &["broker", "model", "relay", "secret", "store"]),
+    (
+        "channels",
+        &[
+            "broker", "config", "model", "fsutil", "paths", "secret", "relay",
+        ],
+    ),
+    (
+        "api",
+        &["broker", "channels", "model", "relay", "secret", "store"],
+    ),
     (
         "daemon",
         &[
-            "api", "broker", "relay", "store", "config", "endpoint", "fsutil", "model", "paths",
-            "secret", "logging",
+            "api", "broker", "channels", "relay", "store", "config", "endpoint", "fsutil", "model",
+            "paths", "secret", "logging",
         ],
     ),
     (
@@ -52,8 +61,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "client", "daemon", "device", "relay", "config", "endpoint", "fsutil", "logging",
-            "model", "paths", "secret", "hook", "setup", "exit",
+            "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
+            "logging", "model", "paths", "secret", "hook", "setup", "exit",
         ],
     ),
 ];

@@ -144,6 +144,24 @@ async fn a_second_daemon_leaves_the_first_alone() {
 #[tokio::test]
 async fn logs_never_contain_prompts_choices_answers_digests_nonces_or_tokens() {
     let home = Home::new();
+    // Channels too: their topics, tokens, secrets and the titles they show stay out of logs.
+    let ntfy = crate::receivers::Ntfy::start().await;
+    let hook_rx = crate::receivers::WebhookReceiver::start().await;
+    let token_file = home.path().join("ntfy-token");
+    std::fs::write(&token_file, "tk_SECRET-ntfy-newt").unwrap();
+    crate::channels::add_ntfy(
+        &home,
+        "phone",
+        &ntfy.url,
+        "TOPIC-gecko",
+        &[
+            "--include-message",
+            "--answer-buttons",
+            "--token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let webhook_secret = crate::channels::add_webhook(&home, "ops", &hook_rx.url, &[]);
     let d = Daemon::start(&home, &[]);
     let api = d.api(&home);
     let prompt = "SECRET-PROMPT-rm-rf-zebra";
@@ -191,8 +209,39 @@ async fn logs_never_contain_prompts_choices_answers_digests_nonces_or_tokens() {
         crate::support::fixture("claude-bash.json").as_bytes(),
     );
     assert_eq!(code, 0);
+    ntfy.wait_for(10, |n| !n.deletes().is_empty()).await;
+    hook_rx
+        .wait_for(10, |rs| {
+            rs.iter()
+                .any(|r| r.json()["type"] == "notification.created")
+        })
+        .await;
+    let button_tokens: Vec<String> = ntfy
+        .publishes()
+        .iter()
+        .flat_map(|p| p["actions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a["body"].as_str().map(String::from))
+        .collect();
+    assert!(
+        !button_tokens.is_empty(),
+        "no answer buttons were published"
+    );
     drop(d);
     let logs = home.logs();
+    assert!(
+        logs.contains("delivered"),
+        "deliveries were not logged at all"
+    );
+    for secret in button_tokens.iter().map(String::as_str).chain([
+        "TOPIC-gecko",
+        "tk_SECRET-ntfy-newt",
+        webhook_secret.as_str(),
+        webhook_secret.trim_start_matches("whsec_"),
+        "needs your answer",
+        "SECRET-PROMPT",
+    ]) {
+        assert!(!logs.contains(secret), "log leaks {secret:?}");
+    }
     assert!(
         logs.contains("interaction answered"),
         "the scenario was not logged at all"

@@ -1125,3 +1125,103 @@ fn usage_errors_and_help() {
     );
     assert!(!sb.claude_settings().exists());
 }
+
+/// The Codex trust hash of a Stop handler: `event_name: "stop"`, and no `matcher` key (the
+/// group has none; verified with the real Codex by the host suite).
+fn recipe_hash_stop(command: &str, timeout: u64) -> String {
+    let json = format!(
+        r#"{{"event_name":"stop","hooks":[{{"async":false,"command":{},"timeout":{timeout},"type":"command"}}]}}"#,
+        serde_json::to_string(command).unwrap()
+    );
+    let digest = Sha256::digest(json.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+const CLAUDE_NOTIFY_SNIPPET: &str = include_str!("../../harness/claude/notify.json");
+
+#[test]
+fn notify_installs_the_stop_hooks_beside_the_question_hook_and_uninstall_removes_them_all() {
+    let sb = Sandbox::new();
+    let original = "{\n  \"model\": \"opus\"\n}\n";
+    write(&sb.claude_settings(), original);
+    let out = sb.install("claude", &["--notify"]);
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("notify hooks (Stop, SubagentStop, Notification, SessionEnd)"),
+        "{}",
+        stdout(&out)
+    );
+    let doc = read_json(&sb.claude_settings());
+    assert_eq!(
+        our_handlers(&doc).len(),
+        1,
+        "the question hook is there too"
+    );
+    let notify_command = format!("{} claude notify", sb.exe());
+    let snippet: Value = serde_json::from_str(CLAUDE_NOTIFY_SNIPPET).unwrap();
+    for (event, groups) in snippet["hooks"].as_object().unwrap() {
+        let ours = &doc["hooks"][event][0]["hooks"][0];
+        assert_eq!(ours["command"], notify_command, "{event}");
+        assert_eq!(ours["timeout"], groups[0]["hooks"][0]["timeout"], "{event}");
+    }
+    // SessionEnd's default is 1.5 s: the timeout is written explicitly.
+    assert_eq!(doc["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"], 10);
+    // A second run changes nothing; doctor sees them; uninstall gives the original back.
+    let before = read(&sb.claude_settings());
+    let out = sb.install("claude", &["--notify"]);
+    assert!(
+        stdout(&out).contains("already up to date"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(read(&sb.claude_settings()), before);
+    let out = sb.run(&["doctor", "claude"]);
+    assert!(
+        stdout(&out).contains("notify hooks (Stop"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.run(&["uninstall-harness", "claude"]);
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("and 4 notify handler(s)"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(read(&sb.claude_settings()), original);
+}
+
+#[test]
+fn notify_alone_installs_no_question_hook_and_codex_stop_is_trusted_by_the_recipe() {
+    let sb = Sandbox::new();
+    let exe = sb.exe();
+    let out = sb.run(&[
+        "install-harness",
+        "codex",
+        "--notify",
+        "--trust",
+        "--command-path",
+        &exe,
+    ]);
+    assert_code(&out, 0);
+    let doc = read_json(&sb.codex_hooks());
+    assert!(our_handlers(&doc).is_empty(), "{doc}");
+    let command = format!("{exe} codex notify");
+    assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["command"], command);
+    let config = read(&sb.codex_config());
+    let key = format!("{}:stop:0:0", sb.codex_hooks().display());
+    assert!(config.contains(&key), "{config}");
+    assert!(config.contains(&recipe_hash_stop(&command, 10)), "{config}");
+    // With --ask too, both hooks are trusted (in one edit of config.toml).
+    assert_code(&sb.install("codex", &["--notify", "--trust"]), 0);
+    let config = read(&sb.codex_config());
+    assert!(config.contains(&key), "{config}");
+    assert!(config.contains(":permission_request:0:0"), "{config}");
+    assert_code(&sb.run(&["uninstall-harness", "codex"]), 0);
+    assert!(!sb.codex_hooks().exists());
+    // The trust entry is gone (with the file, which install had created).
+    assert!(!std::fs::read_to_string(sb.codex_config())
+        .unwrap_or_default()
+        .contains(&key));
+}

@@ -5,7 +5,10 @@ mod api;
 mod architecture;
 mod bodies;
 mod broker;
+mod channels;
 mod cli;
+#[cfg(unix)]
+mod desktop;
 mod durability;
 #[cfg(unix)]
 mod harness;
@@ -14,6 +17,7 @@ mod hook_fuzz;
 mod lifecycle;
 mod openapi;
 mod private;
+mod receivers;
 mod relay;
 mod reliability;
 mod squatter;

@@ -509,11 +509,11 @@ async fn relay_down_during_publish_is_retried_and_delivered_once() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["interaction_id"] == id)
+            .find(|e| e["subject_id"] == id)
             .cloned();
         if let Some(e) = entry {
             if e["attempts"].as_u64().unwrap() >= 1 {
-                assert_eq!(e["id"], format!("interaction:{id}:home"));
+                assert_eq!(e["id"], format!("deliver:interaction:{id}:home"));
                 assert!(e["last_error"].as_str().unwrap().contains("did not answer"));
                 break;
             }

@@ -750,6 +750,7 @@
     $('empty').hidden = n > 0;
     document.title = n > 0 ? `(${n}) agentnotify` : 'agentnotify';
     renderHistory(data.history);
+    browserAlerts(data.pending);
     tick();
     state.loaded = true;
   }
@@ -777,6 +778,52 @@
       inflight = null;
     }
   }
+
+  // ---- browser notifications ----------------------------------------------------------------
+
+  // A new question while the page is open raises a browser notification (once permission is
+  // granted: it is asked for at the first click on the page); it closes once the question
+  // leaves pending. Questions already there when the page loaded are on screen: no alert.
+  const alerts = { seen: new Set(), shown: new Map(), primed: false };
+  function browserAlerts(pending) {
+    if (!('Notification' in window)) return;
+    const live = new Set(pending.map((q) => q.id));
+    for (const [id, n] of alerts.shown) {
+      if (!live.has(id)) {
+        n.close();
+        alerts.shown.delete(id);
+      }
+    }
+    const fresh = pending.filter((q) => !alerts.seen.has(q.id));
+    fresh.forEach((q) => alerts.seen.add(q.id));
+    if (!alerts.primed) {
+      alerts.primed = true;
+      return;
+    }
+    if (Notification.permission !== 'granted') return;
+    for (const q of fresh) {
+      const who = q.agent ? q.agent.charAt(0).toUpperCase() + q.agent.slice(1) : 'The agent';
+      const n = new Notification(`${who} needs your answer${q.project ? ' in ' + q.project : ''}`, {
+        body: short(q.prompt, 180),
+        tag: `agentnotify-${q.id}`,
+        requireInteraction: q.kind === 'permission',
+      });
+      n.onclick = () => {
+        window.focus();
+        n.close();
+      };
+      alerts.shown.set(q.id, n);
+    }
+  }
+  document.addEventListener(
+    'click',
+    () => {
+      if ('Notification' in window && Notification.permission === 'default') {
+        Notification.requestPermission();
+      }
+    },
+    { once: true },
+  );
 
   // ---- live updates -------------------------------------------------------------------------
 
