@@ -50,6 +50,16 @@ pub enum DeviceError {
     Refused { code: String, message: String },
     #[error("no verdict on answer {0} yet; check again later")]
     NoVerdict(String),
+    #[error("the relay no longer knows this device: it was removed (revoked) or the relay lost it; pair it again with a fresh code")]
+    Removed,
+}
+
+/// A Relay error as the device sees it: 401 means this device is gone.
+fn relay_error(e: RelayClientError) -> DeviceError {
+    match e {
+        RelayClientError::Refused { status: 401, .. } => DeviceError::Removed,
+        e => DeviceError::Relay(e),
+    }
 }
 
 type Result<T> = std::result::Result<T, DeviceError>;
@@ -208,7 +218,7 @@ impl Device {
     pub async fn inbox(&self) -> Result<(Vec<QuestionView>, usize)> {
         let mut questions = Vec::new();
         let mut unreadable = 0;
-        for e in self.client().envelopes().await? {
+        for e in self.client().envelopes().await.map_err(relay_error)? {
             match self.open(&e) {
                 Ok(q) => questions.push(q),
                 Err(_) => unreadable += 1,
@@ -224,7 +234,8 @@ impl Device {
         let envelope = self
             .client()
             .envelopes()
-            .await?
+            .await
+            .map_err(relay_error)?
             .into_iter()
             .find(|e| e.event_id == event)
             .ok_or_else(|| DeviceError::NoSuchQuestion(interaction_id.to_string()))?;
@@ -310,7 +321,7 @@ impl Device {
             Err(RelayClientError::Refused { code, message, .. }) => {
                 Err(DeviceError::Refused { code, message })
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(relay_error(e)),
         }
     }
 
@@ -318,7 +329,11 @@ impl Device {
     pub async fn verdict(&self, response_id: &str, timeout: Duration) -> Result<AnswerResult> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let r = self.client().answer_status(response_id).await?;
+            let r = self
+                .client()
+                .answer_status(response_id)
+                .await
+                .map_err(relay_error)?;
             match r.status.as_str() {
                 "accepted" => return Ok(r),
                 "refused" => {
