@@ -642,7 +642,8 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
         }
         DeviceCommand::Inbox { json, dir } => {
             let d = Device::load(&dir_of(dir))?;
-            let (questions, unreadable) = d.inbox().await?;
+            let inbox = d.inbox().await?;
+            let (questions, unreadable, forged) = (inbox.questions, inbox.unreadable, inbox.forged);
             if json {
                 // The nonce and digest stay on the device: `answer` reads them itself.
                 let shown: Vec<Value> = questions
@@ -656,7 +657,9 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                         v
                     })
                     .collect();
-                print_json(&json!({"questions": shown, "unreadable": unreadable}));
+                print_json(
+                    &json!({"questions": shown, "unreadable": unreadable, "forged": forged}),
+                );
             } else {
                 if questions.is_empty() {
                     println!("no questions waiting");
@@ -680,6 +683,11 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                     if let Some(n) = q.text_max_length {
                         println!("    (text answer, up to {n} characters)");
                     }
+                }
+                if forged > 0 {
+                    println!(
+                        "{forged} question(s) not from your computer (not signed by the installation this device paired with) were ignored"
+                    );
                 }
                 if unreadable > 0 {
                     println!(
@@ -712,7 +720,7 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                 json!({"response_id": response_id, "status": "pending"})
             } else {
                 let r = d
-                    .verdict(&response_id, Duration::from_secs(timeout))
+                    .verdict(&response_id, &id, Duration::from_secs(timeout))
                     .await?;
                 serde_json::to_value(r).expect("a result serialises")
             };

@@ -16,6 +16,7 @@ use super::{RelayError, RelayLink};
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::{Interaction, Status, Timestamp};
 use agentnotify_relay_proto::seal;
+use agentnotify_relay_proto::sign::SigningPair;
 use agentnotify_relay_proto::wire::{question_event_id, Envelope, QuestionPayload};
 
 /// Longest wait between two delivery attempts.
@@ -226,19 +227,26 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
             continue;
         };
         client
-            .put_envelope(&seal_for(&record, installation_id, &d.device_id, &public)?)
+            .put_envelope(&seal_for(
+                &record,
+                installation_id,
+                &d.device_id,
+                &public,
+                &endpoint.signing,
+            )?)
             .await?;
         sent += 1;
     }
     Ok(sent)
 }
 
-/// The sealed envelope of `record` for one device.
+/// The sealed envelope of `record` for one device, signed by the installation.
 pub fn seal_for(
     record: &Interaction,
     installation_id: &str,
     device_id: &str,
     device_public: &[u8; 32],
+    signing: &SigningPair,
 ) -> Result<Envelope, RelayError> {
     let event_id = question_event_id(&record.id);
     let key_id = seal::key_id(device_public);
@@ -252,7 +260,7 @@ pub fn seal_for(
     };
     let payload = serde_json::to_vec(&QuestionPayload::of(record)).expect("a payload serialises");
     let sealed = seal::seal(device_public, &binding, &payload)?;
-    Ok(Envelope {
+    let mut envelope = Envelope {
         installation_id: installation_id.to_string(),
         device_id: device_id.to_string(),
         event_id,
@@ -261,7 +269,9 @@ pub fn seal_for(
         sealed,
         signature: None,
         stored_at: None,
-    })
+    };
+    signing.sign_envelope(&mut envelope);
+    Ok(envelope)
 }
 
 #[cfg(test)]

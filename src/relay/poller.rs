@@ -136,7 +136,9 @@ pub async fn poll_provider(
     };
     let mut results = Vec::new();
     for answer in &batch.responses {
-        match apply(relay, endpoint, answer).await? {
+        let fate = apply(relay, endpoint, answer).await?;
+        let before = results.len();
+        match fate {
             Fate::Accepted => {
                 report.accepted += 1;
                 results.push(AnswerResult {
@@ -158,6 +160,15 @@ pub async fn poll_provider(
                 report.dropped += 1;
                 tracing::warn!(provider = %id, "dropped a relay answer addressed to another installation");
             }
+        }
+        // The phone checks the verdict came from its computer, not from the Relay.
+        if let Some(r) = results.get_mut(before) {
+            endpoint.signing.sign_verdict(
+                r,
+                &endpoint.provider.installation_id,
+                &answer.device_id,
+                &answer.interaction_id,
+            );
         }
     }
     if !results.is_empty() {

@@ -195,3 +195,119 @@ async fn phone_revoked_device_gets_nothing_and_its_answers_are_refused() {
     // Unknown ids exit 3.
     assert_eq!(run(&s.home, &["relay", "devices", "revoke", "nosuch"]).0, 3);
 }
+
+/// The Relay knows every device's public key, so it can seal a made-up question to a phone
+/// and fake the broker's verdict; neither is signed by the installation, and the device
+/// shows neither as genuine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_questions_and_verdicts_not_signed_by_the_installation_are_not_shown_as_genuine() {
+    use agentnotify::device::{Answer, DeviceError};
+    use agentnotify_relay_proto::wire::{
+        question_event_id, AnswerResult, Envelope, QuestionPayload,
+    };
+    use agentnotify_relay_proto::{seal, sign::SigningPair};
+
+    let s = Setup::new(3600).await;
+    let phone = s.phone();
+    let q = s.api.ask_permission("The genuine one").await;
+    let id = q["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id);
+    let genuine = phone
+        .client()
+        .envelopes()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.event_id == question_event_id(&id))
+        .unwrap();
+    assert!(agentnotify_relay_proto::sign::verify_envelope(
+        &phone.state.installation_signing_key,
+        &genuine
+    ));
+
+    // What the Relay (anyone with the installation token here) can make: a well-formed
+    // question sealed to the phone's real key, unsigned or signed by a key of its own.
+    let secrets: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
+    )
+    .unwrap();
+    let relay = agentnotify_relay_proto::client::RelayClient::new(
+        &s.relay.url,
+        Some(agentnotify::secret::Secret::new(
+            secrets["home"]["installation_token"].as_str().unwrap(),
+        )),
+    );
+    let devices = relay.devices().await.unwrap();
+    let me = devices
+        .iter()
+        .find(|d| d.device_id == phone.state.device_id)
+        .unwrap();
+    let device_key = seal::decode_key(&me.public_key).unwrap();
+    let mut fake = agentnotify::model::Interaction::clone(
+        &serde_json::from_value(s.status(&id).await).unwrap(),
+    );
+    fake.id = "ffffffffffffffffffffffffffffffff".into();
+    fake.prompt = "Your session expired. Reply with your GitHub token".into();
+    let event_id = question_event_id(&fake.id);
+    let key_id = seal::key_id(&device_key);
+    let expires_at = fake.expires_at.to_rfc3339();
+    let binding = seal::Binding {
+        installation_id: &me.installation_id,
+        device_id: &me.device_id,
+        key_id: &key_id,
+        event_id: &event_id,
+        expires_at: &expires_at,
+    };
+    let payload = serde_json::to_vec(&QuestionPayload::of(&fake)).unwrap();
+    let sealed = seal::seal(&device_key, &binding, &payload).unwrap();
+    let mut forged = Envelope {
+        installation_id: me.installation_id.clone(),
+        device_id: me.device_id.clone(),
+        event_id: event_id.clone(),
+        key_id: key_id.clone(),
+        expires_at: expires_at.clone(),
+        sealed,
+        signature: None,
+        stored_at: None,
+    };
+    // The box itself opens: only the signature tells it apart.
+    SigningPair::generate().sign_envelope(&mut forged);
+    relay.put_envelope(&forged).await.unwrap();
+    assert!(matches!(phone.open(&forged), Err(DeviceError::Forged)));
+    let (_, out, _) = s.device(&["inbox", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["forged"], 1, "{v}");
+    assert!(!out.contains("GitHub token"), "{out}");
+    let (_, out, _) = s.device(&["inbox"]);
+    assert!(
+        out.contains("1 question(s) not from your computer"),
+        "{out}"
+    );
+
+    // A faked verdict: the Relay says "accepted" before the broker has judged anything.
+    let question = phone.question(&id).await.unwrap();
+    let post = phone.seal(
+        &phone.payload(&question, "r-fake", &Answer::Choice("allow-once".into())),
+        &question.expires_at,
+    );
+    phone.send(&post).await.unwrap();
+    let mut lie = AnswerResult {
+        status: "accepted".into(),
+        ..AnswerResult::pending("r-fake")
+    };
+    SigningPair::generate().sign_verdict(&mut lie, &me.installation_id, &me.device_id, &id);
+    relay.post_results(&[lie]).await.unwrap();
+    match phone.verdict("r-fake", &id, Duration::from_secs(5)).await {
+        Err(DeviceError::ForgedVerdict(r)) => assert_eq!(r, "r-fake"),
+        other => panic!("a faked verdict was believed: {other:?}"),
+    }
+    // The broker's own verdict (after a poll) is signed, and believed. The faked result
+    // already withdrew the envelope at the Relay, so the broker's answer is the truth here.
+    let (_, report) = s.poll();
+    assert_eq!(report["polls"][0]["accepted"], 1, "{report}");
+    let r = phone
+        .verdict("r-fake", &id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(r.status, "accepted");
+}

@@ -459,6 +459,8 @@ async fn relay_hook_to_phone_and_back_allow_and_deny() {
     for f in [
         "relay_secrets.json",
         "relay_installation.key",
+        "relay_installation_signing.key",
+        "relay_devices.json",
         "phone/device.json",
     ] {
         use std::os::unix::fs::PermissionsExt;
@@ -657,7 +659,7 @@ async fn relay_results_fail_then_the_batch_is_replayed_exactly_once() {
     );
     assert_eq!(
         phone
-            .verdict("r-once", Duration::from_secs(5))
+            .verdict("r-once", id, Duration::from_secs(5))
             .await
             .unwrap()
             .status,
@@ -718,7 +720,7 @@ async fn relay_refusals_advance_the_cursor_and_reach_the_device() {
         ("r-nonce", "nonce_mismatch"),
         ("r-bogus", "invalid_answer"),
     ] {
-        match phone.verdict(rid, Duration::from_secs(5)).await {
+        match phone.verdict(rid, id, Duration::from_secs(5)).await {
             Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
                 assert_eq!(code, why)
             }
@@ -788,7 +790,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
     );
 
     // A tampered envelope the Relay (here: anyone with the installation token) stores is
-    // never shown; the genuine question stays readable.
+    // never shown (its signature no longer covers it); the genuine question stays readable.
     let secrets: Value = serde_json::from_str(
         &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
     )
@@ -804,7 +806,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
     inst.put_envelope(&forged).await.unwrap();
     let (_, out, _) = s.device(&["inbox", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["unreadable"], 1, "{v}");
+    assert_eq!(v["forged"], 1, "{v}");
     assert_eq!(v["questions"].as_array().unwrap().len(), 1);
 
     // Answers: flip one byte per copy, at spread-out positions; every copy is refused.
@@ -843,7 +845,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
         "{v}"
     );
     assert_eq!(s.status(id).await["status"], "pending");
-    match phone.verdict("t-000", Duration::from_secs(5)).await {
+    match phone.verdict("t-000", id, Duration::from_secs(5)).await {
         Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "unsealable")
         }

@@ -164,3 +164,72 @@ pub fn verify_verdict(
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// `tests/data/signature-vectors.json` was produced by an independent implementation
+    /// (Python `cryptography`); this one must match it byte for byte.
+    #[test]
+    fn matches_the_committed_vectors() {
+        let file: Value =
+            serde_json::from_str(include_str!("../../../tests/data/signature-vectors.json"))
+                .unwrap();
+        let s = |v: &Value| v.as_str().unwrap().to_string();
+        let pair = SigningPair::from_seed_b64(&s(&file["signing_seed"])).unwrap();
+        let public = s(&file["signing_public"]);
+        assert_eq!(pair.public_b64(), public);
+
+        let v = &file["envelope"];
+        let mut e: Envelope = serde_json::from_value(v["envelope"].clone()).unwrap();
+        assert_eq!(envelope_message(&e), s(&v["message"]).as_bytes());
+        pair.sign_envelope(&mut e);
+        assert_eq!(e.signature.as_deref(), Some(s(&v["signature"]).as_str()));
+        assert!(verify_envelope(&public, &e));
+        for field in 0..6 {
+            let mut moved = e.clone();
+            match field {
+                0 => moved.installation_id.push('x'),
+                1 => moved.device_id.push('x'),
+                2 => moved.key_id.push('x'),
+                3 => moved.event_id.push('x'),
+                4 => moved.expires_at.push('x'),
+                _ => moved.sealed.push('x'),
+            }
+            assert!(!verify_envelope(&public, &moved), "field {field}");
+        }
+        // Signed by anyone else (the Relay's own key): not from the installation.
+        let mut forged = e.clone();
+        SigningPair::generate().sign_envelope(&mut forged);
+        assert!(!verify_envelope(&public, &forged));
+        forged.signature = None;
+        assert!(!verify_envelope(&public, &forged));
+
+        for v in file["verdicts"].as_array().unwrap() {
+            let (inst, dev, q) = (
+                s(&v["installation_id"]),
+                s(&v["device_id"]),
+                s(&v["interaction_id"]),
+            );
+            let mut r: AnswerResult = serde_json::from_value(v["result"].clone()).unwrap();
+            assert_eq!(
+                verdict_message(&r, &inst, &dev, &q),
+                s(&v["message"]).as_bytes()
+            );
+            pair.sign_verdict(&mut r, &inst, &dev, &q);
+            assert_eq!(r.signature.as_deref(), Some(s(&v["signature"]).as_str()));
+            assert!(verify_verdict(&public, &r, &inst, &dev, &q));
+            assert!(!verify_verdict(&public, &r, &inst, "another-device", &q));
+            let mut flipped = r.clone();
+            flipped.status = if r.status == "accepted" {
+                "refused"
+            } else {
+                "accepted"
+            }
+            .into();
+            assert!(!verify_verdict(&public, &flipped, &inst, &dev, &q));
+        }
+    }
+}

@@ -259,6 +259,7 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     check_len("event_id", &e.event_id, 1, 200)?;
     check_len("key_id", &e.key_id, 1, 64)?;
     check_len("sealed", &e.sealed, 1, 60_000)?;
+    check_len("signature", e.signature.as_deref().unwrap_or(""), 1, 200)?;
     let expires = Timestamp::parse_rfc3339(&e.expires_at)
         .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
     if expires <= Timestamp::now() {
