@@ -434,3 +434,66 @@ async fn phone_answer_waiting_at_the_relay_is_applied_when_the_broker_restarts()
         started.elapsed()
     );
 }
+
+/// A question settled on the desktop leaves the phone at once (SPEC §12.4): the broker
+/// deletes its envelopes at the Relay, the stream says `withdrawn`, and a late answer is
+/// told why it was not forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_settled_question_is_withdrawn_from_the_phone_within_a_second() {
+    use agentnotify::device::StreamEvent;
+    let s = Setup::new(60).await;
+    let mut phone = s.phone();
+    phone.state.relay_url = s.relay.url.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let watcher = {
+        let mut watching = s.phone();
+        watching.state.relay_url = s.relay.url.clone();
+        tokio::spawn(async move { watching.watch(tx).await })
+    };
+    next_matching(&mut rx, "ready", |e| matches!(e, StreamEvent::Ready(_))).await;
+    let q = s.api.ask_permission("Cancel me elsewhere").await;
+    let id = q["id"].as_str().unwrap().to_string();
+    let is_q = {
+        let id = id.clone();
+        move |e: &StreamEvent| matches!(e, StreamEvent::Question(q) if q.id == id)
+    };
+    next_matching(&mut rx, "question", is_q).await;
+    let question = phone.question(&id).await.unwrap();
+
+    let cancelled = Instant::now();
+    let (code, _) = s
+        .api
+        .post(
+            &format!("/v1/interactions/{id}/cancel"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let event = format!("interaction:{id}");
+    next_matching(
+        &mut rx,
+        "withdrawn",
+        |e| matches!(e, StreamEvent::Withdrawn(w) if *w == event),
+    )
+    .await;
+    let took = cancelled.elapsed();
+    assert!(took < Duration::from_secs(1), "withdrawal took {took:?}");
+    let (_, out, _) = s.device(&["inbox", "--json"]);
+    assert!(!out.contains(&id), "{out}");
+    // A late answer (sealed from the copy the phone had) is refused with the reason.
+    let post = phone.seal(
+        &phone.payload(
+            &question,
+            "r-late",
+            &agentnotify::device::Answer::Choice("allow-once".into()),
+        ),
+        &question.expires_at,
+    );
+    match phone.send(&post).await {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
+            assert_eq!(code, "question_withdrawn")
+        }
+        other => panic!("{other:?}"),
+    }
+    watcher.abort();
+}

@@ -314,6 +314,51 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     ))
 }
 
+/// `DELETE /v1/envelopes/{event_id}`: the desktop settled the question; it leaves every
+/// device of the installation at once (SPEC §12.4).
+pub(crate) async fn delete_envelope(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    event_id: &str,
+) -> Handled {
+    let inst = s.installation(req)?;
+    let q = query(req)?;
+    let reason = match q.get("reason").map(String::as_str) {
+        None => "settled",
+        Some(r @ ("answered" | "cancelled" | "expired" | "superseded" | "settled")) => r,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "reason must be answered, cancelled, expired, superseded or settled",
+            ))
+        }
+    };
+    let event_id = event_id.replace("%3A", ":").replace("%3a", ":");
+    let interaction = event_id
+        .strip_prefix("interaction:")
+        .filter(|id| is_id(id))
+        .ok_or_else(|| {
+            ApiError::bad_request("event_id must be interaction:<32 lowercase hex characters>")
+        })?
+        .to_string();
+    let _w = s.write.lock().await;
+    let changes = withdraw(s, &inst, &interaction)?;
+    s.withdrawn
+        .insert(
+            key2(&inst, interaction.as_bytes()),
+            format!("{reason} {}", Timestamp::now().to_rfc3339()).as_bytes(),
+        )
+        .map_err(StoreFail::from)?;
+    s.commit().await?;
+    let deleted = changes.len();
+    for c in changes {
+        s.announce(c);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"event_id": event_id, "deleted": deleted}),
+    ))
+}
+
 pub(crate) fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let device = s.device(req)?;
     let out = s.live_envelopes(&device.device_id)?;
@@ -424,6 +469,30 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
             );
         }
         return Ok(res);
+    }
+    let withdrawn = s
+        .withdrawn
+        .get(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    let answered_here = s
+        .answered
+        .contains_key(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    match withdrawn {
+        Some(why) if !answered_here && why.starts_with(b"expired") => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "question_expired",
+                "the question has expired; the answer was not forwarded",
+            ))
+        }
+        Some(_) if !answered_here => {
+            return Err(conflict(
+                "question_withdrawn",
+                "the question was settled on the desktop (answered elsewhere or cancelled)",
+            ))
+        }
+        _ => {}
     }
     // Checked before the envelope: an answered question's envelope is withdrawn, and
     // "already answered" is the reason the phone should see.

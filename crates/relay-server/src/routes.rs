@@ -148,6 +148,7 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
         (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
         (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req),
+        (Method::DELETE, ["v1", "envelopes", id]) => handlers::delete_envelope(s, &req, id).await,
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
         (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, req).await,
         (Method::POST, ["v1", "interaction-responses", "results"]) => {
@@ -162,7 +163,7 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
             _,
             ["v1", "installations" | "devices" | "pairings" | "envelopes" | "interaction-responses"],
         )
-        | (_, ["v1", "devices", _])
+        | (_, ["v1", "devices" | "envelopes", _])
         | (_, ["v1", "interaction-responses", _]) => Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -77,6 +77,8 @@ pub struct RelayServer {
     pub(crate) answer_ids: sled::Tree,
     /// installation ‖ 0 ‖ interaction id → accepted response id.
     pub(crate) answered: sled::Tree,
+    /// installation ‖ 0 ‖ interaction id → when the desktop withdrew it (RFC 3339).
+    pub(crate) withdrawn: sled::Tree,
     /// Serialises read-check-write sequences; a reference server needs no more.
     pub(crate) write: tokio::sync::Mutex<()>,
     /// Changes, for long-polls and device streams (in memory: a restart ends every wait,
@@ -185,6 +187,7 @@ impl RelayServer {
             answers: tree("answers")?,
             answer_ids: tree("answer_ids")?,
             answered: tree("answered")?,
+            withdrawn: tree("withdrawn")?,
             db,
             write: tokio::sync::Mutex::new(()),
             feed: tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
@@ -342,6 +345,17 @@ impl RelayServer {
                 .is_none_or(|t| t.plus(EXPIRED_GRACE) < now);
             if expired {
                 self.envelopes.remove(k)?;
+            }
+        }
+        for entry in self.withdrawn.iter() {
+            let (k, v) = entry?;
+            let old = std::str::from_utf8(&v)
+                .ok()
+                .and_then(|v| v.rsplit(' ').next())
+                .and_then(Timestamp::parse_rfc3339)
+                .is_none_or(|t| t.plus(ANSWER_RETENTION) < now);
+            if old {
+                self.withdrawn.remove(k)?;
             }
         }
         for entry in self.answers.iter() {
