@@ -202,8 +202,13 @@ pub(crate) struct Setup {
 impl Setup {
     /// `poll_interval`: seconds between background polls (large = poll only by hand).
     pub(crate) async fn new(poll_interval: u64) -> Setup {
+        Setup::new_with(poll_interval, &[]).await
+    }
+
+    /// With extra `relay serve` arguments.
+    pub(crate) async fn new_with(poll_interval: u64, extra: &[&std::ffi::OsStr]) -> Setup {
         let home = Home::new();
-        let relay = RelayProc::start(&home);
+        let relay = RelayProc::start_with(&home, extra);
         let proxy = Proxy::start(&relay.url).await;
         let url = proxy.url.clone();
         Setup::finish(home, relay, Some(proxy), &url, poll_interval)

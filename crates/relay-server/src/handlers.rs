@@ -222,6 +222,61 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     ))
 }
 
+/// `POST /v1/devices/push-subscription`: the device's `PushSubscription.toJSON()`.
+pub(crate) async fn subscribe_push(
+    s: &RelayServer,
+    req: Request<Incoming>,
+    allow_http: bool,
+) -> Handled {
+    let device = s.device(&req)?;
+    #[derive(Deserialize)]
+    struct Body {
+        endpoint: String,
+        keys: crate::push::SubscriptionKeys,
+    }
+    let b: Body = body(req).await?;
+    let sub = crate::push::Subscription {
+        endpoint: b.endpoint,
+        keys: b.keys,
+    };
+    sub.check(allow_http).map_err(ApiError::bad_request)?;
+    let _w = s.write.lock().await;
+    put(&s.push_subscriptions, device.device_id.as_bytes(), &sub)?;
+    s.commit().await?;
+    tracing::info!(device = %device.device_id, "push subscription stored");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({ "subscribed": true }),
+    ))
+}
+
+/// `GET /v1/devices/push-subscription`: whether this device gets pushes (and where).
+pub(crate) fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let sub: Option<crate::push::Subscription> =
+        get(&s.push_subscriptions, device.device_id.as_bytes())?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"subscribed": sub.is_some(), "endpoint": sub.map(|s| s.endpoint)}),
+    ))
+}
+
+/// `DELETE /v1/devices/push-subscription`.
+pub(crate) async fn unsubscribe_push(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let _w = s.write.lock().await;
+    let removed = s
+        .push_subscriptions
+        .remove(device.device_id.as_bytes())
+        .map_err(StoreFail::from)?
+        .is_some();
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "removed": removed }),
+    ))
+}
+
 /// `DELETE /v1/devices/{id}`: the installation removes a device; its token stops working.
 pub(crate) async fn delete_device(
     s: &RelayServer,

@@ -31,6 +31,12 @@ pub enum RelayServerError {
         #[source]
         source: sled::Error,
     },
+    #[error("cannot read or create the VAPID key {path}: {source}")]
+    Vapid {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -69,6 +75,8 @@ pub struct RelayServer {
     pub(crate) device_tokens: sled::Tree,
     /// sha256(pairing token) → [`PairingRecord`]: single-use, short-lived codes.
     pub(crate) pairings: sled::Tree,
+    /// device id → its Web Push subscription (`push::Subscription`).
+    pub(crate) push_subscriptions: sled::Tree,
     /// device ‖ 0 ‖ event id → [`Envelope`].
     pub(crate) envelopes: sled::Tree,
     /// installation ‖ 0 ‖ seq (big endian) → [`AnswerRecord`].
@@ -183,6 +191,7 @@ impl RelayServer {
             devices: tree("devices")?,
             device_tokens: tree("device_tokens")?,
             pairings: tree("pairings")?,
+            push_subscriptions: tree("push_subscriptions")?,
             envelopes: tree("envelopes")?,
             answers: tree("answers")?,
             answer_ids: tree("answer_ids")?,
@@ -316,6 +325,7 @@ impl RelayServer {
     /// Removes a device with its token and envelopes. Returns whether it existed.
     pub(crate) fn remove_device(&self, device_id: &str) -> Result<bool, StoreFail> {
         let existed = self.devices.remove(device_id.as_bytes())?.is_some();
+        self.push_subscriptions.remove(device_id.as_bytes())?;
         if let Some(hash) = self.device_tokens.remove(device_id.as_bytes())? {
             self.tokens.remove(hash)?;
         }
