@@ -40,6 +40,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/channels/status"),
     ("POST", "/v1/channels/reload"),
     ("POST", "/v1/channels/{id}/test"),
+    ("GET", "/v1/relay/devices"),
+    ("DELETE", "/v1/relay/devices/{id}"),
     ("POST", "/v1/notifications"),
     ("GET", "/v1/notifications"),
     ("GET", "/v1/notifications/{id}"),
@@ -190,6 +192,14 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
             only(&req, Method::POST)?;
             Box::pin(crate::api::channel_routes::test(&ctx.channels, id)).await
         }
+        ["relay", "devices"] => {
+            only(&req, Method::GET)?;
+            Box::pin(crate::api::relay_routes::devices(&ctx.relay)).await
+        }
+        ["relay", "devices", id] => {
+            only(&req, Method::DELETE)?;
+            Box::pin(crate::api::relay_routes::revoke(&ctx.relay, id)).await
+        }
         ["notifications"] => match *req.method() {
             Method::GET => Box::pin(list_notifications(&req, ctx)).await,
             Method::POST => {
@@ -237,6 +247,8 @@ fn only(req: &Request<Incoming>, method: Method) -> Result<(), ApiError> {
         Ok(())
     } else if method == Method::GET {
         Err(method_not_allowed("GET"))
+    } else if method == Method::DELETE {
+        Err(method_not_allowed("DELETE"))
     } else {
         Err(method_not_allowed("POST"))
     }

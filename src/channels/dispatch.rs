@@ -225,8 +225,11 @@ async fn perform(hub: &Hub, entry: &OutboxEntry) -> Result<Done, ChannelError> {
                     Ok(_) => Ok(Done::Sent(None)),
                     Err(e) => Err(ChannelError::failed(e.to_string(), None)),
                 },
-                // The Relay keeps an envelope only until the question expires.
-                Action::Withdraw => Ok(Done::Sent(None)),
+                // A settled question leaves every phone at once (SPEC §12.4).
+                Action::Withdraw => match crate::relay::outbox::withdraw(&hub.relay, entry).await {
+                    Ok(_) => Ok(Done::Sent(None)),
+                    Err(e) => Err(ChannelError::failed(e.to_string(), None)),
+                },
             };
         }
         Kind::Channel(c) => c,

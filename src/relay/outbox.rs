@@ -2,7 +2,8 @@
 //! for a channel of kind `relay`.
 //!
 //! The broker queues `deliver:interaction:{id}:{provider}` for every provider whose routes
-//! carry a new question; the channel dispatcher calls [`deliver`]. Sealing happens at
+//! carry a new question; the channel dispatcher calls [`deliver`], and once the question is
+//! settled [`withdraw`], which deletes its envelopes at the Relay (SPEC §12.4). Sealing happens at
 //! delivery time, per device the provider lists and the pairing secret vouches for; the
 //! Relay stores one envelope per device and event id, so a delivery repeated after a crash
 //! or a manual re-publish replaces rather than duplicates.
@@ -13,8 +14,9 @@ use super::{RelayError, RelayLink};
 use crate::broker::outbox::{entry_id, Action, EntryState, OutboxEntry, Subject};
 use crate::broker::BrokerError;
 use crate::model::{Interaction, Status, Timestamp};
+use agentnotify_relay_proto::seal;
+use agentnotify_relay_proto::sign::SigningPair;
 use agentnotify_relay_proto::wire::{question_event_id, Envelope, QuestionPayload};
-use agentnotify_relay_proto::{pairing, seal};
 
 /// Longest wait between two polls that failed.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
@@ -75,7 +77,7 @@ pub fn backoff(failures: u32, base: Duration) -> Duration {
     crate::broker::outbox::backoff(failures, base, MAX_BACKOFF)
 }
 
-/// Seals the question for each vouched-for device of the provider and stores it there.
+/// Seals the question for each paired device of the provider and stores it there.
 /// Returns how many devices got it. A question no longer pending or no longer covered by
 /// a route is dropped (Ok) rather than sent.
 pub async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
@@ -99,37 +101,51 @@ pub async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, Re
     };
     let client = &endpoint.client;
     let installation_id = &endpoint.provider.installation_id;
-    let devices = client.devices().await?;
     let mut sent = 0;
-    for d in devices {
-        let vouched = d.installation_id == *installation_id
-            && pairing::verify_device_proof(
-                endpoint.secrets.pairing_secret.expose(),
-                installation_id,
-                &d.public_key,
-                &d.proof,
-            );
+    for d in super::devices::sync(relay, &endpoint).await? {
         let Ok(public) = seal::decode_key(&d.public_key) else {
             continue;
         };
-        if !vouched {
-            tracing::warn!(device = %d.device_id, provider = %entry.channel, "skipping a device whose pairing proof does not verify");
-            continue;
-        }
         client
-            .put_envelope(&seal_for(&record, installation_id, &d.device_id, &public)?)
+            .put_envelope(&seal_for(
+                &record,
+                installation_id,
+                &d.device_id,
+                &public,
+                &endpoint.signing,
+            )?)
             .await?;
         sent += 1;
     }
     Ok(sent)
 }
 
-/// The sealed envelope of `record` for one device.
+/// Deletes a settled question's envelopes at the provider's Relay; returns how many went.
+pub async fn withdraw(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
+    let cfg = relay.config()?;
+    let endpoint = match relay.endpoint(&cfg, &entry.channel) {
+        Ok(e) => e,
+        Err(RelayError::UnknownProvider(_)) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let reason = match relay.broker.get(&entry.subject_id).await {
+        Ok(r) => r.status.as_str(),
+        Err(_) => "settled",
+    };
+    let reply = endpoint
+        .client
+        .delete_envelope(&question_event_id(&entry.subject_id), reason)
+        .await?;
+    Ok(reply["deleted"].as_u64().unwrap_or(0) as usize)
+}
+
+/// The sealed envelope of `record` for one device, signed by the installation.
 pub fn seal_for(
     record: &Interaction,
     installation_id: &str,
     device_id: &str,
     device_public: &[u8; 32],
+    signing: &SigningPair,
 ) -> Result<Envelope, RelayError> {
     let event_id = question_event_id(&record.id);
     let key_id = seal::key_id(device_public);
@@ -143,15 +159,18 @@ pub fn seal_for(
     };
     let payload = serde_json::to_vec(&QuestionPayload::of(record)).expect("a payload serialises");
     let sealed = seal::seal(device_public, &binding, &payload)?;
-    Ok(Envelope {
+    let mut envelope = Envelope {
         installation_id: installation_id.to_string(),
         device_id: device_id.to_string(),
         event_id,
         key_id,
         expires_at,
         sealed,
+        signature: None,
         stored_at: None,
-    })
+    };
+    signing.sign_envelope(&mut envelope);
+    Ok(envelope)
 }
 
 #[cfg(test)]

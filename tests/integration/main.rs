@@ -16,6 +16,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod phone;
 mod private;
 mod receivers;
 mod relay;

@@ -72,6 +72,9 @@ pub struct Envelope {
     pub key_id: String,
     pub expires_at: String,
     pub sealed: String,
+    /// The installation's Ed25519 signature over the rest (`crate::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored_at: Option<String>,
 }
@@ -132,6 +135,9 @@ pub struct AnswerBatch {
     pub responses: Vec<AnswerPost>,
     /// Opaque; pass as `since` to get what came after this batch.
     pub cursor: Option<String>,
+    /// A long-poll ended early because a device registered or was removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub devices_changed: bool,
 }
 
 /// What became of an answer; the broker reports it, the phone reads it.
@@ -144,6 +150,26 @@ pub struct AnswerResult {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The question answered (set with the broker's verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction_id: Option<String>,
+    /// The installation's signature on an accepted or refused verdict (`crate::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+impl AnswerResult {
+    /// The Relay's own word that the broker has not judged the answer yet.
+    pub fn pending(response_id: &str) -> AnswerResult {
+        AnswerResult {
+            response_id: response_id.to_string(),
+            status: "pending".into(),
+            code: None,
+            message: None,
+            interaction_id: None,
+            signature: None,
+        }
+    }
 }
 
 /// A device as the Relay lists it to its installation.
@@ -156,4 +182,10 @@ pub struct DeviceInfo {
     /// HMAC by the pairing secret over the key: proves a paired phone chose this key.
     pub proof: String,
     pub created_at: String,
+    /// The single-use pairing it registered with (`crate::pairing::PairingId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing_id: Option<String>,
+    /// When the device last called the Relay (to a minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<String>,
 }

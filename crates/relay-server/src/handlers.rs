@@ -2,7 +2,6 @@
 //! store under its write lock, flush, reply. None of them judges an answer (the broker does).
 
 use agentnotify_http::{json_response, parse_json, query, query_int, read_body, ApiError, ResBody};
-use agentnotify_model::secret::constant_time_eq;
 use agentnotify_model::{is_id, Timestamp};
 use agentnotify_relay_proto::wire::{
     question_event_id, AnswerBatch, AnswerPost, AnswerResult, DeviceInfo, Envelope,
@@ -13,9 +12,12 @@ use hyper::{header, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
 
+use std::time::Duration;
+
+use crate::live::{Change, HEARTBEAT};
 use crate::store::{
     decode_cursor, encode_cursor, get, key2, put, sha256_hex, AnswerRecord, InstallationRecord,
-    RelayServer, StoreFail,
+    PairingRecord, RelayServer, StoreFail,
 };
 
 /// The longest an envelope may be kept: the longest question TTL (SPEC §2: 3600 s) plus
@@ -105,6 +107,58 @@ pub(crate) async fn register_installation(s: &RelayServer, req: Request<Incoming
 }
 
 #[derive(Deserialize)]
+struct PairingBody {
+    pairing_id: String,
+    pairing_token: String,
+    expires_at: String,
+}
+
+/// The longest a pairing code may live (ten minutes, plus a minute for clocks).
+const MAX_PAIRING_LIFETIME: std::time::Duration = std::time::Duration::from_secs(660);
+
+/// `POST /v1/pairings`: the installation announces one single-use pairing code.
+pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let b: PairingBody = body(req).await?;
+    check_len("pairing_id", &b.pairing_id, 1, 100)?;
+    check_len("pairing_token", &b.pairing_token, 16, 200)?;
+    let expires = Timestamp::parse_rfc3339(&b.expires_at)
+        .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
+    let now = Timestamp::now();
+    if expires <= now || expires > now + MAX_PAIRING_LIFETIME {
+        return Err(ApiError::bad_request(
+            "expires_at must be in the future and at most 10 minutes away",
+        ));
+    }
+    let key = sha256_hex(b.pairing_token.as_bytes());
+    let _w = s.write.lock().await;
+    if s.pairings
+        .contains_key(key.as_bytes())
+        .map_err(StoreFail::from)?
+    {
+        return Err(conflict(
+            "pairing_exists",
+            "this pairing token is already registered",
+        ));
+    }
+    put(
+        &s.pairings,
+        key.as_bytes(),
+        &PairingRecord {
+            installation_id: inst,
+            pairing_id: b.pairing_id.clone(),
+            expires_at: expires,
+            used_by: None,
+        },
+    )?;
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"pairing_id": b.pairing_id, "expires_at": expires.to_rfc3339()}),
+    ))
+}
+
+#[derive(Deserialize)]
 struct DeviceBody {
     installation_id: String,
     pairing_token: String,
@@ -114,6 +168,7 @@ struct DeviceBody {
     proof: String,
 }
 
+/// `POST /v1/devices`: a phone pairs with a code; the code is used up.
 pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let b: DeviceBody = body(req).await?;
     check_len("proof", &b.proof, 1, 200)?;
@@ -124,31 +179,132 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     let refused = || {
         forbidden(
             "pairing_refused",
-            "unknown installation or wrong pairing token: pair again with a fresh code",
+            "unknown pairing code: run `agentnotify relay pair` for a fresh one",
         )
     };
-    let inst: InstallationRecord =
-        get(&s.installations, b.installation_id.as_bytes())?.ok_or_else(refused)?;
-    let presented = sha256_hex(b.pairing_token.as_bytes());
-    if !constant_time_eq(presented.as_bytes(), inst.pairing_token_sha256.as_bytes()) {
-        return Err(refused());
-    }
+    let key = sha256_hex(b.pairing_token.as_bytes());
+    // Checked and used up under the write lock: two phones racing with one code get one
+    // device.
     let _w = s.write.lock().await;
+    let mut pairing: PairingRecord = get(&s.pairings, key.as_bytes())?
+        .filter(|p: &PairingRecord| p.installation_id == b.installation_id)
+        .ok_or_else(refused)?;
+    if pairing.used_by.is_some() {
+        return Err(forbidden(
+            "pairing_used",
+            "this pairing code was already used by another device: run `agentnotify relay pair` for a fresh one",
+        ));
+    }
+    if pairing.expires_at <= Timestamp::now() {
+        return Err(forbidden(
+            "pairing_expired",
+            "this pairing code has expired (codes last 10 minutes): run `agentnotify relay pair` for a fresh one",
+        ));
+    }
     let device = DeviceInfo {
         device_id: agentnotify_model::new_id(),
-        installation_id: inst.id,
+        installation_id: pairing.installation_id.clone(),
         name,
         public_key: b.public_key,
         proof: b.proof,
         created_at: Timestamp::now().to_rfc3339(),
+        pairing_id: Some(pairing.pairing_id.clone()),
+        last_seen_at: None,
     };
+    pairing.used_by = Some(device.device_id.clone());
+    put(&s.pairings, key.as_bytes(), &pairing)?;
     put(&s.devices, device.device_id.as_bytes(), &device)?;
     let token = s.mint_token("device", &device.device_id)?;
     s.commit().await?;
+    s.announce(Change::Devices {
+        installation: device.installation_id.clone(),
+    });
     tracing::info!(device = %device.device_id, installation = %device.installation_id, "device registered");
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"device_id": device.device_id, "device_token": token}),
+    ))
+}
+
+/// `POST /v1/devices/push-subscription`: the device's `PushSubscription.toJSON()`.
+pub(crate) async fn subscribe_push(
+    s: &RelayServer,
+    req: Request<Incoming>,
+    allow_http: bool,
+) -> Handled {
+    let device = s.device(&req)?;
+    #[derive(Deserialize)]
+    struct Body {
+        endpoint: String,
+        keys: crate::push::SubscriptionKeys,
+    }
+    let b: Body = body(req).await?;
+    let sub = crate::push::Subscription {
+        endpoint: b.endpoint,
+        keys: b.keys,
+    };
+    sub.check(allow_http).map_err(ApiError::bad_request)?;
+    let _w = s.write.lock().await;
+    put(&s.push_subscriptions, device.device_id.as_bytes(), &sub)?;
+    s.commit().await?;
+    tracing::info!(device = %device.device_id, "push subscription stored");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({ "subscribed": true }),
+    ))
+}
+
+/// `GET /v1/devices/push-subscription`: whether this device gets pushes (and where).
+pub(crate) fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let sub: Option<crate::push::Subscription> =
+        get(&s.push_subscriptions, device.device_id.as_bytes())?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"subscribed": sub.is_some(), "endpoint": sub.map(|s| s.endpoint)}),
+    ))
+}
+
+/// `DELETE /v1/devices/push-subscription`.
+pub(crate) async fn unsubscribe_push(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let _w = s.write.lock().await;
+    let removed = s
+        .push_subscriptions
+        .remove(device.device_id.as_bytes())
+        .map_err(StoreFail::from)?
+        .is_some();
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "removed": removed }),
+    ))
+}
+
+/// `DELETE /v1/devices/{id}`: the installation removes a device; its token stops working.
+pub(crate) async fn delete_device(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    device_id: &str,
+) -> Handled {
+    let inst = s.installation(req)?;
+    let _w = s.write.lock().await;
+    let ours = get::<DeviceInfo>(&s.devices, device_id.as_bytes())?
+        .is_some_and(|d| d.installation_id == inst);
+    let removed = ours && s.remove_device(device_id)?;
+    s.commit().await?;
+    if removed {
+        s.announce(Change::DeviceRemoved {
+            device: device_id.to_string(),
+        });
+        s.announce(Change::Devices {
+            installation: inst.clone(),
+        });
+        tracing::info!(device = %device_id, installation = %inst, "device removed");
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "removed": removed }),
     ))
 }
 
@@ -174,6 +330,7 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     check_len("event_id", &e.event_id, 1, 200)?;
     check_len("key_id", &e.key_id, 1, 64)?;
     check_len("sealed", &e.sealed, 1, SEALED_QUESTION_MAX)?;
+    check_len("signature", e.signature.as_deref().unwrap_or(""), 1, 200)?;
     let expires = Timestamp::parse_rfc3339(&e.expires_at)
         .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
     if expires <= Timestamp::now() {
@@ -201,6 +358,10 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     let replaced = s.envelopes.contains_key(&key).map_err(StoreFail::from)?;
     put(&s.envelopes, &key, &e)?;
     s.commit().await?;
+    s.announce(Change::Envelope {
+        device: device.device_id.clone(),
+        envelope: std::sync::Arc::new(e.clone()),
+    });
     let status = if replaced {
         StatusCode::OK
     } else {
@@ -212,18 +373,79 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     ))
 }
 
+/// `DELETE /v1/envelopes/{event_id}`: the desktop settled the question; it leaves every
+/// device of the installation at once (SPEC §12.4).
+pub(crate) async fn delete_envelope(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    event_id: &str,
+) -> Handled {
+    let inst = s.installation(req)?;
+    let q = query(req)?;
+    let reason = match q.get("reason").map(String::as_str) {
+        None => "settled",
+        Some(r @ ("answered" | "cancelled" | "expired" | "superseded" | "settled")) => r,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "reason must be answered, cancelled, expired, superseded or settled",
+            ))
+        }
+    };
+    let event_id = event_id.replace("%3A", ":").replace("%3a", ":");
+    let interaction = event_id
+        .strip_prefix("interaction:")
+        .filter(|id| is_id(id))
+        .ok_or_else(|| {
+            ApiError::bad_request("event_id must be interaction:<32 lowercase hex characters>")
+        })?
+        .to_string();
+    let _w = s.write.lock().await;
+    let changes = withdraw(s, &inst, &interaction)?;
+    s.withdrawn
+        .insert(
+            key2(&inst, interaction.as_bytes()),
+            format!("{reason} {}", Timestamp::now().to_rfc3339()).as_bytes(),
+        )
+        .map_err(StoreFail::from)?;
+    s.commit().await?;
+    let deleted = changes.len();
+    for c in changes {
+        s.announce(c);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"event_id": event_id, "deleted": deleted}),
+    ))
+}
+
 pub(crate) fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let device = s.device(req)?;
-    let now = Timestamp::now();
-    let mut out = Vec::new();
-    for entry in s.envelopes.scan_prefix(key2(&device.device_id, b"")) {
-        let (_, v) = entry.map_err(StoreFail::from)?;
-        let e: Envelope = serde_json::from_slice(&v).map_err(StoreFail::from)?;
-        if Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now) {
-            out.push(e);
-        }
-    }
+    let out = s.live_envelopes(&device.device_id)?;
     Ok(json_response(StatusCode::OK, &json!({ "envelopes": out })))
+}
+
+/// `GET /v1/envelopes/events`: the device's stream (every current envelope, `ready`, then
+/// changes as they happen).
+pub(crate) fn envelope_events(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let device = s.device(&req)?;
+    drop(req);
+    // Subscribed before the snapshot is read: a change in between is sent twice at worst.
+    let changes = s.feed.subscribe();
+    let snapshot = s.live_envelopes(&device.device_id)?;
+    let body = crate::live::device_stream(device.device_id, snapshot, changes, HEARTBEAT);
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(body)
+        .expect("static headers are valid"))
+}
+
+/// The `wait` query parameter of a long-poll (0–60 s).
+fn wait_param(q: &std::collections::HashMap<String, String>) -> Result<Duration, ApiError> {
+    Ok(Duration::from_secs(
+        query_int(q, "wait", 0, 60)?.unwrap_or(0),
+    ))
 }
 
 pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
@@ -307,6 +529,30 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
         }
         return Ok(res);
     }
+    let withdrawn = s
+        .withdrawn
+        .get(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    let answered_here = s
+        .answered
+        .contains_key(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    match withdrawn {
+        Some(why) if !answered_here && why.starts_with(b"expired") => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "question_expired",
+                "the question has expired; the answer was not forwarded",
+            ))
+        }
+        Some(_) if !answered_here => {
+            return Err(conflict(
+                "question_withdrawn",
+                "the question was settled on the desktop (answered elsewhere or cancelled)",
+            ))
+        }
+        _ => {}
+    }
     // Checked before the envelope: an answered question's envelope is withdrawn, and
     // "already answered" is the reason the phone should see.
     if let Some(winner) = s
@@ -343,12 +589,7 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
     let rec = AnswerRecord {
         seq,
         body_sha256,
-        result: AnswerResult {
-            response_id: a.response_id.clone(),
-            status: "pending".into(),
-            code: None,
-            message: None,
-        },
+        result: AnswerResult::pending(&a.response_id),
         answer: a,
         received: now,
     };
@@ -357,13 +598,17 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
         .insert(&id_key, &seq.to_be_bytes())
         .map_err(StoreFail::from)?;
     s.commit().await?;
+    s.announce(Change::Answer {
+        installation: inst.clone(),
+    });
     tracing::info!(installation = %inst, device = %device.device_id, interaction = %rec.answer.interaction_id, "answer received");
     Ok(json_response(StatusCode::CREATED, &rec.result))
 }
 
-pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let inst = s.installation(req)?;
-    let q = query(req)?;
+pub(crate) async fn list_answers(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let q = query(&req)?;
+    drop(req);
     match q.get("installation_id") {
         Some(asked) if asked == &inst => {}
         Some(_) => {
@@ -385,8 +630,34 @@ pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled 
         })?,
     };
     let limit = query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize;
-    let start = key2(&inst, &(since.saturating_add(1)).to_be_bytes());
-    let end = key2(&inst, &u64::MAX.to_be_bytes());
+    let wait = wait_param(&q)?;
+    let mut feed = s.feed.subscribe();
+    let mut batch = answers_after(s, &inst, since, limit)?;
+    if batch.responses.is_empty() && !wait.is_zero() {
+        let mut devices_changed = false;
+        crate::live::wait_for(&mut feed, wait, |c| match c {
+            Change::Answer { installation } => *installation == inst,
+            Change::Devices { installation } if *installation == inst => {
+                devices_changed = true;
+                true
+            }
+            _ => false,
+        })
+        .await;
+        batch = answers_after(s, &inst, since, limit)?;
+        batch.devices_changed = devices_changed;
+    }
+    Ok(json_response(StatusCode::OK, &batch))
+}
+
+fn answers_after(
+    s: &RelayServer,
+    inst: &str,
+    since: u64,
+    limit: usize,
+) -> Result<AnswerBatch, ApiError> {
+    let start = key2(inst, &(since.saturating_add(1)).to_be_bytes());
+    let end = key2(inst, &u64::MAX.to_be_bytes());
     let mut out = Vec::new();
     let mut last = since;
     for entry in s.answers.range(start..=end) {
@@ -398,11 +669,11 @@ pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled 
             break;
         }
     }
-    let batch = AnswerBatch {
+    Ok(AnswerBatch {
         responses: out,
         cursor: Some(encode_cursor(last)),
-    };
-    Ok(json_response(StatusCode::OK, &batch))
+        devices_changed: false,
+    })
 }
 
 #[derive(Deserialize)]
@@ -428,6 +699,7 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
     }
     let _w = s.write.lock().await;
     let mut updated = 0;
+    let mut changes = Vec::new();
     for r in b.results {
         let Some(seq) = s
             .answer_ids
@@ -448,37 +720,79 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
                     r.response_id.as_bytes(),
                 )
                 .map_err(StoreFail::from)?;
-            withdraw(s, &inst, &interaction)?;
+            changes.extend(withdraw(s, &inst, &interaction)?);
         }
+        changes.push(Change::Verdict {
+            device: rec.answer.device_id.clone(),
+            result: std::sync::Arc::new(r.clone()),
+        });
         rec.result = r;
         put(&s.answers, &key, &rec)?;
         updated += 1;
     }
     s.commit().await?;
+    for c in changes {
+        s.announce(c);
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({ "updated": updated }),
     ))
 }
 
-/// Removes an answered question from every device of the installation.
-fn withdraw(s: &RelayServer, inst: &str, interaction_id: &str) -> Result<(), StoreFail> {
+/// Removes a question from every device of the installation; returns the changes to
+/// announce once that is durable.
+pub(crate) fn withdraw(
+    s: &RelayServer,
+    inst: &str,
+    interaction_id: &str,
+) -> Result<Vec<Change>, StoreFail> {
     let event = question_event_id(interaction_id);
+    let mut out = Vec::new();
     for v in s.devices.iter().values() {
         let d: DeviceInfo = serde_json::from_slice(&v?)?;
-        if d.installation_id == inst {
-            s.envelopes.remove(key2(&d.device_id, event.as_bytes()))?;
+        if d.installation_id == inst
+            && s.envelopes
+                .remove(key2(&d.device_id, event.as_bytes()))?
+                .is_some()
+        {
+            out.push(Change::Withdrawn {
+                device: d.device_id,
+                event_id: event.clone(),
+            });
         }
     }
-    Ok(())
+    Ok(out)
 }
 
-pub(crate) fn answer_status(
+pub(crate) async fn answer_status(
     s: &RelayServer,
-    req: &Request<Incoming>,
+    req: Request<Incoming>,
     response_id: &str,
 ) -> Handled {
-    let device = s.device(req)?;
+    let device = s.device(&req)?;
+    let wait = wait_param(&query(&req)?)?;
+    drop(req);
+    let mut feed = s.feed.subscribe();
+    let result = answer_result(s, &device, response_id)?;
+    if result.status != "pending" || wait.is_zero() {
+        return Ok(json_response(StatusCode::OK, &result));
+    }
+    crate::live::wait_for(&mut feed, wait, |c| {
+        matches!(c, Change::Verdict { device: d, result } if *d == device.device_id && result.response_id == response_id)
+    })
+    .await;
+    Ok(json_response(
+        StatusCode::OK,
+        &answer_result(s, &device, response_id)?,
+    ))
+}
+
+fn answer_result(
+    s: &RelayServer,
+    device: &DeviceInfo,
+    response_id: &str,
+) -> Result<AnswerResult, ApiError> {
     let inst = &device.installation_id;
     let not_found = || ApiError::not_found("no answer with that response_id from this device");
     let seq = s
@@ -490,5 +804,5 @@ pub(crate) fn answer_status(
     if rec.answer.device_id != device.device_id {
         return Err(not_found());
     }
-    Ok(json_response(StatusCode::OK, &rec.result))
+    Ok(rec.result)
 }

@@ -5,18 +5,24 @@
 //! It is deliberately dumb: it routes opaque sealed boxes and never judges an answer — the
 //! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`.
 //!
+//! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP.
 //! - `store`: the durable state (sled), tokens kept only as hashes.
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
 //! - `handlers`: one function per route.
+//! - `live`: the feed of changes that long-polls and device streams wait on.
+//! - `push`: Web Push doorbells (VAPID key, subscriptions, the sender).
 //! - `cli`: the `serve` arguments, shared by both ways of starting it.
 
+mod app;
 pub mod cli;
 mod handlers;
+mod live;
+mod push;
 mod routes;
 mod store;
 
 pub use cli::{ServeArgs, DEFAULT_RELAY_PORT};
-pub use routes::{run, serve, ServeOptions};
+pub use routes::{run, ServeOptions};
 pub use store::{RelayServer, RelayServerError};
 
 /// This build's version, reported by `/health`.
