@@ -3,6 +3,7 @@
 //! tests of `tests/integration` on a small machine.
 
 mod live;
+mod phone;
 mod webdriver;
 
 /// The same real-daemon helper the HTTP-level web UI tests use.

@@ -1,0 +1,7 @@
+//! The phone app (`crates/relay-server/app/`) in a real headless Chromium with mobile
+//! emulation, over the DevTools protocol.
+
+mod chromium;
+mod static_app;
+mod vectors;
+mod welcome;
