@@ -2,8 +2,9 @@
 //!
 //! A device folder holds `device.json` (0600): the device's private key, its Relay token,
 //! and what the pairing code said about the installation (its id and public key). The
-//! installation key comes only from the pairing code, so answers are sealed to the real
-//! desktop even if the Relay lies.
+//! installation keys come only from the pairing code, so answers are sealed to the real
+//! desktop even if the Relay lies, and a question or verdict the installation did not sign
+//! (one the Relay made up) is never shown as genuine.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use crate::secret::Secret;
 use agentnotify_relay_proto::client::{RelayClient, RelayClientError};
 use agentnotify_relay_proto::pairing::{self, PairingCode, PairingError};
 use agentnotify_relay_proto::seal::{self, KeyPair, SealError};
+use agentnotify_relay_proto::sign;
 use agentnotify_relay_proto::wire::{
     answer_event_id, question_event_id, AnswerPayload, AnswerPost, AnswerResult, Envelope,
     QuestionPayload, QuestionView, CONTRACT_VERSION, INTERACTION_REQUEST,
@@ -46,10 +48,28 @@ pub enum DeviceError {
     Unreadable(SealError),
     #[error("a sealed question is not for this device: {0}")]
     Misaddressed(&'static str),
+    #[error("not from your computer: the question is not signed by the installation this device paired with")]
+    Forged,
+    #[error("not from your computer: the verdict on answer {0} is not signed by the installation this device paired with")]
+    ForgedVerdict(String),
+    #[error(
+        "{0} was paired by an older agentnotify (no signing key): pair it again with a fresh code"
+    )]
+    Outdated(PathBuf),
     #[error("answer refused: {message} ({code})")]
     Refused { code: String, message: String },
     #[error("no verdict on answer {0} yet; check again later")]
     NoVerdict(String),
+    #[error("the relay no longer knows this device: it was removed (revoked) or the relay lost it; pair it again with a fresh code")]
+    Removed,
+}
+
+/// A Relay error as the device sees it: 401 means this device is gone.
+fn relay_error(e: RelayClientError) -> DeviceError {
+    match e {
+        RelayClientError::Refused { status: 401, .. } => DeviceError::Removed,
+        e => DeviceError::Relay(e),
+    }
 }
 
 type Result<T> = std::result::Result<T, DeviceError>;
@@ -60,6 +80,9 @@ pub struct DeviceState {
     pub relay_url: String,
     pub installation_id: String,
     pub installation_public_key: String,
+    /// Ed25519: every envelope and verdict must be signed by it.
+    #[serde(default)]
+    pub installation_signing_key: String,
     pub device_id: String,
     pub device_token: String,
     pub device_secret_key: String,
@@ -86,6 +109,16 @@ pub struct Device {
 
 fn state_file(dir: &Path) -> PathBuf {
     dir.join("device.json")
+}
+
+/// What `inbox` found.
+#[derive(Debug, Default)]
+pub struct Inbox {
+    pub questions: Vec<QuestionView>,
+    /// Boxes signed by the installation that still do not open (not for this key).
+    pub unreadable: usize,
+    /// Boxes the installation did not sign: not from your computer.
+    pub forged: usize,
 }
 
 /// The answer a person gives.
@@ -120,6 +153,7 @@ impl Device {
             relay_url: code.relay_url,
             installation_id: code.installation_id,
             installation_public_key: code.installation_public_key,
+            installation_signing_key: code.installation_signing_key,
             device_id,
             device_token: token.expose().to_string(),
             device_secret_key: key.secret_b64(),
@@ -154,6 +188,9 @@ impl Device {
         };
         let state: DeviceState =
             serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if state.installation_signing_key.is_empty() {
+            return Err(DeviceError::Outdated(dir.to_path_buf()));
+        }
         let key = KeyPair::from_secret_b64(&state.device_secret_key)
             .map_err(|e| corrupt(e.to_string()))?;
         let installation_public =
@@ -172,8 +209,12 @@ impl Device {
         )
     }
 
-    /// Opens one envelope, checking it is addressed to this device and this installation.
+    /// Opens one envelope, checking it is signed by the installation and addressed to this
+    /// device.
     pub fn open(&self, e: &Envelope) -> Result<QuestionView> {
+        if !sign::verify_envelope(&self.state.installation_signing_key, e) {
+            return Err(DeviceError::Forged);
+        }
         if e.installation_id != self.state.installation_id {
             return Err(DeviceError::Misaddressed("another installation"));
         }
@@ -203,19 +244,22 @@ impl Device {
         Ok(payload.interaction)
     }
 
-    /// Fetches and opens every waiting question. Boxes that do not open are counted, not
-    /// shown: a box the Relay altered is never displayed.
-    pub async fn inbox(&self) -> Result<(Vec<QuestionView>, usize)> {
-        let mut questions = Vec::new();
-        let mut unreadable = 0;
-        for e in self.client().envelopes().await? {
+    /// Fetches and opens every waiting question. Boxes that are not signed by the
+    /// installation or do not open are counted, not shown: a box the Relay made up or
+    /// altered is never displayed.
+    pub async fn inbox(&self) -> Result<Inbox> {
+        let mut inbox = Inbox::default();
+        for e in self.client().envelopes().await.map_err(relay_error)? {
             match self.open(&e) {
-                Ok(q) => questions.push(q),
-                Err(_) => unreadable += 1,
+                Ok(q) => inbox.questions.push(q),
+                Err(DeviceError::Forged) => inbox.forged += 1,
+                Err(_) => inbox.unreadable += 1,
             }
         }
-        questions.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        Ok((questions, unreadable))
+        inbox
+            .questions
+            .sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(inbox)
     }
 
     /// The opened question `interaction_id` from the inbox.
@@ -224,7 +268,8 @@ impl Device {
         let envelope = self
             .client()
             .envelopes()
-            .await?
+            .await
+            .map_err(relay_error)?
             .into_iter()
             .find(|e| e.event_id == event)
             .ok_or_else(|| DeviceError::NoSuchQuestion(interaction_id.to_string()))?;
@@ -310,15 +355,37 @@ impl Device {
             Err(RelayClientError::Refused { code, message, .. }) => {
                 Err(DeviceError::Refused { code, message })
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(relay_error(e)),
         }
     }
 
-    /// Waits (bounded) until the broker has judged the answer; refusals are errors.
-    pub async fn verdict(&self, response_id: &str, timeout: Duration) -> Result<AnswerResult> {
+    /// Waits (bounded) until the broker has judged the answer to `interaction_id`; refusals
+    /// are errors, and so is a verdict the installation did not sign.
+    pub async fn verdict(
+        &self,
+        response_id: &str,
+        interaction_id: &str,
+        timeout: Duration,
+    ) -> Result<AnswerResult> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let r = self.client().answer_status(response_id).await?;
+            let r = self
+                .client()
+                .answer_status(response_id)
+                .await
+                .map_err(relay_error)?;
+            let judged = matches!(r.status.as_str(), "accepted" | "refused");
+            if judged
+                && !sign::verify_verdict(
+                    &self.state.installation_signing_key,
+                    &r,
+                    &self.state.installation_id,
+                    &self.state.device_id,
+                    interaction_id,
+                )
+            {
+                return Err(DeviceError::ForgedVerdict(response_id.to_string()));
+            }
             match r.status.as_str() {
                 "accepted" => return Ok(r),
                 "refused" => {

@@ -1,5 +1,6 @@
 //! The broker's relay routes: `POST /v1/interactions/{id}/publish`, `POST /v1/relay/poll`,
-//! `GET /v1/relay/status`. Thin: they call the relay link's outbox and poller.
+//! `GET /v1/relay/status`, `GET /v1/relay/devices`, `DELETE /v1/relay/devices/{id}`. Thin:
+//! they call the relay link's outbox, poller and allow-list.
 
 use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
@@ -100,4 +101,50 @@ pub async fn status(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
         StatusCode::OK,
         &json!({"providers": providers, "outbox": outbox}),
     ))
+}
+
+/// The paired devices of every provider, with when the Relay last saw each (best effort:
+/// `null` when the Relay cannot be reached).
+pub async fn devices(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
+    let cfg = relay.config()?;
+    let list = crate::relay::devices::load(relay)?;
+    let mut out = Vec::new();
+    for (provider, devices) in &list {
+        let seen: std::collections::HashMap<String, Option<String>> =
+            match relay.endpoint(&cfg, provider) {
+                Ok(e) => match crate::relay::devices::sync(relay, &e).await {
+                    Ok(_) => e
+                        .client
+                        .devices()
+                        .await
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|d| (d.device_id, d.last_seen_at))
+                        .collect(),
+                    Err(_) => Default::default(),
+                },
+                Err(_) => Default::default(),
+            };
+        for d in devices {
+            out.push(json!({
+                "provider": provider, "device_id": d.device_id, "name": d.name,
+                "paired_at": d.paired_at,
+                "last_seen_at": seen.get(&d.device_id).cloned().flatten(),
+                "revoked_at": d.revoked_at,
+            }));
+        }
+    }
+    Ok(json_response(StatusCode::OK, &json!({ "devices": out })))
+}
+
+/// Revokes one device: the broker stops sealing to it and refuses its answers, and asks
+/// the Relay to drop it.
+pub async fn revoke(relay: &RelayLink, id: &str) -> Result<Response<ResBody>, ApiError> {
+    match crate::relay::devices::revoke(relay, id).await? {
+        Some((provider, relay_removed)) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"device_id": id, "provider": provider, "revoked": true, "relay_removed": relay_removed}),
+        )),
+        None => Err(ApiError::not_found("no paired device with that id")),
+    }
 }

@@ -37,6 +37,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/interactions/{id}/publish"),
     ("POST", "/v1/relay/poll"),
     ("GET", "/v1/relay/status"),
+    ("GET", "/v1/relay/devices"),
+    ("DELETE", "/v1/relay/devices/{id}"),
     ("POST", "/v1/notifications"),
     ("GET", "/v1/notifications"),
     ("GET", "/v1/notifications/{id}"),
@@ -175,6 +177,14 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
             only(&req, Method::GET)?;
             Box::pin(crate::api::relay_routes::status(&ctx.relay)).await
         }
+        ["relay", "devices"] => {
+            only(&req, Method::GET)?;
+            Box::pin(crate::api::relay_routes::devices(&ctx.relay)).await
+        }
+        ["relay", "devices", id] => {
+            only(&req, Method::DELETE)?;
+            Box::pin(crate::api::relay_routes::revoke(&ctx.relay, id)).await
+        }
         ["notifications"] => match *req.method() {
             Method::GET => Box::pin(list_notifications(&req, ctx)).await,
             Method::POST => {
@@ -222,6 +232,8 @@ fn only(req: &Request<Incoming>, method: Method) -> Result<(), ApiError> {
         Ok(())
     } else if method == Method::GET {
         Err(method_not_allowed("GET"))
+    } else if method == Method::DELETE {
+        Err(method_not_allowed("DELETE"))
     } else {
         Err(method_not_allowed("POST"))
     }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::device::{Answer, Device, DeviceError};
 use crate::relay::config::{self, Provider, RelayConfig, Route};
 use agentnotify_relay_proto::client::RelayClient;
-use agentnotify_relay_proto::pairing::{self, PairingCode};
+use agentnotify_relay_proto::pairing::{self, PairingCode, PairingId};
 
 use super::output::print_json;
 use crate::paths::Paths;
@@ -20,7 +20,7 @@ use crate::secret::Secret;
 #[command(after_help = "Setup in short (see docs/RELAY.md):\n  \
 agentnotify relay serve --bind 0.0.0.0 --port 8443 --tls-cert chain.pem --tls-key key.pem\n  \
 agentnotify relay add home --url https://HOST:8443 --include-message\n  \
-agentnotify relay pair home                             # prints a pairing code\n  \
+agentnotify relay pair home                             # a single-use code, link and QR\n  \
 agentnotify relay device register --code CODE           # on the phone (or another terminal)\n  \
 agentnotify relay device inbox\n  \
 agentnotify relay device answer ID --choice allow-once")]
@@ -31,8 +31,11 @@ pub enum RelayCommand {
     Add(AddArgs),
     /// Show providers and numbered routes.
     List(JsonArg),
-    /// Print the pairing code a phone needs (keep it private: it vouches for devices).
+    /// Mint a single-use pairing code (10 minutes, one device): prints it, the app link and,
+    /// on a terminal, the link as a QR code.
     Pair(PairArgs),
+    /// List the paired devices (name, when paired, last seen), or revoke one.
+    Devices(DevicesArgs),
     /// Enable a provider.
     Enable(ProviderArg),
     /// Disable a provider (nothing is sent to or fetched from it).
@@ -119,6 +122,25 @@ pub struct PairArgs {
     /// Print JSON (the code and what it contains) instead of the code alone.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    #[command(subcommand)]
+    pub cmd: Option<DevicesCommand>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevicesCommand {
+    /// Remove a device: it gets no more questions, its answers are refused, and the Relay
+    /// drops its token.
+    Revoke {
+        /// The device id (from `agentnotify relay devices`).
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -234,15 +256,33 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
             }
         }
         RelayCommand::Pair(a) => {
-            let code = pairing_code(&paths, &a.id)?;
+            let code = pairing_code(&paths, &a.id).await?;
+            let link = code.app_link();
             if a.json {
                 print_json(
-                    &json!({"provider": a.id, "code": code.encode(), "relay_url": code.relay_url, "installation_id": code.installation_id}),
+                    &json!({"provider": a.id, "code": code.encode(), "link": link, "expires_at": code.expires_at, "relay_url": code.relay_url, "installation_id": code.installation_id}),
                 );
             } else {
                 println!("{}", code.encode());
+                println!("open on the phone: {link}");
+                use std::io::IsTerminal;
+                if std::io::stdout().is_terminal() {
+                    if let Ok(qr) = qrcode::QrCode::new(link.as_bytes()) {
+                        println!(
+                            "{}",
+                            qr.render::<qrcode::render::unicode::Dense1x2>()
+                                .quiet_zone(true)
+                                .build()
+                        );
+                    }
+                }
+                println!(
+                    "single use: pairs one device, until {} (10 minutes)",
+                    code.expires_at
+                );
             }
         }
+        RelayCommand::Devices(a) => devices(&paths, a).await?,
         RelayCommand::Enable(p) => set_provider_enabled(&config_file, &p.id, true)?,
         RelayCommand::Disable(p) => set_provider_enabled(&config_file, &p.id, false)?,
         RelayCommand::Remove(p) => {
@@ -391,7 +431,9 @@ async fn add(paths: &Paths, a: AddArgs) -> Result<()> {
     Ok(())
 }
 
-fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
+/// Mints a fresh single-use code: its secret is derived from the provider's master secret
+/// and a new pairing id carrying the expiry, and only its token is announced to the Relay.
+async fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
     let cfg = RelayConfig::load(&paths.config_file())?;
     let provider = cfg
         .provider(id)
@@ -405,12 +447,93 @@ fn pairing_code(paths: &Paths, id: &str) -> Result<PairingCode> {
     let key = config::load_installation_key(paths)?.ok_or_else(|| {
         RelayCliError::Usage("no installation key yet; run `agentnotify relay add` first".into())
     })?;
+    let signing = config::load_or_create_signing_key(paths)?;
+    let expires = crate::model::Timestamp::now()
+        .plus(Duration::from_secs(pairing::PAIRING_LIFETIME_SECS as u64));
+    let pairing_id = PairingId::new((expires.millis() / 1000) as i64);
+    // The expiry the id carries, to the second, is the one everybody checks.
+    let expires_at = crate::model::Timestamp((expires.millis() / 1000) * 1000).to_rfc3339();
+    let secret = pairing::derive_secret(s.pairing_secret.expose(), &pairing_id.0);
+    RelayClient::new(&provider.relay_url, Some(s.installation_token.clone()))
+        .register_pairing(&pairing_id.0, &pairing::pairing_token(&secret), &expires_at)
+        .await?;
     Ok(PairingCode {
         relay_url: provider.relay_url.clone(),
         installation_id: provider.installation_id.clone(),
         installation_public_key: key.public_b64(),
-        pairing_secret: s.pairing_secret.expose().to_string(),
+        installation_signing_key: signing.public_b64(),
+        pairing_secret: secret,
+        expires_at,
     })
+}
+
+/// `relay devices [revoke ID]`, through the broker, which keeps the allow-list.
+async fn devices(paths: &Paths, a: DevicesArgs) -> Result<()> {
+    let client = crate::client::attach_or_spawn(paths).await?;
+    let timeout = Duration::from_secs(20);
+    match a.cmd {
+        None => {
+            let (_, v) = client
+                .call(
+                    crate::client::Method::GET,
+                    "/v1/relay/devices",
+                    None,
+                    timeout,
+                )
+                .await?;
+            if a.json {
+                print_json(&v);
+                return Ok(());
+            }
+            let devices = v["devices"].as_array().cloned().unwrap_or_default();
+            if devices.is_empty() {
+                println!("no paired devices (pair one with `agentnotify relay pair PROVIDER`)");
+            }
+            for d in devices {
+                let text = |k: &str| d[k].as_str().unwrap_or("-").to_string();
+                let state = if d["revoked_at"].is_string() {
+                    format!("revoked {}", text("revoked_at"))
+                } else {
+                    "paired".to_string()
+                };
+                println!(
+                    "{}  {}  {:?}  paired {}  last seen {}  {state}",
+                    text("device_id"),
+                    text("provider"),
+                    text("name"),
+                    text("paired_at"),
+                    text("last_seen_at"),
+                );
+            }
+        }
+        Some(DevicesCommand::Revoke { id }) => {
+            let path = format!(
+                "/v1/relay/devices/{}",
+                form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>()
+            );
+            let v = match client
+                .call(crate::client::Method::DELETE, &path, None, timeout)
+                .await
+            {
+                Ok((_, v)) => v,
+                Err(crate::client::ClientError::Api { status: 404, .. }) => {
+                    return Err(RelayCliError::NotFound(id))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if a.json {
+                print_json(&v);
+            } else if v["relay_removed"] == true {
+                println!("device {id} revoked (and removed at the relay)");
+            } else {
+                println!(
+                    "device {id} revoked; the relay could not be told, so it may still list it, \
+                     but it gets nothing and its answers are refused"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn print_config(cfg: &RelayConfig) {
@@ -519,7 +642,8 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
         }
         DeviceCommand::Inbox { json, dir } => {
             let d = Device::load(&dir_of(dir))?;
-            let (questions, unreadable) = d.inbox().await?;
+            let inbox = d.inbox().await?;
+            let (questions, unreadable, forged) = (inbox.questions, inbox.unreadable, inbox.forged);
             if json {
                 // The nonce and digest stay on the device: `answer` reads them itself.
                 let shown: Vec<Value> = questions
@@ -533,7 +657,9 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                         v
                     })
                     .collect();
-                print_json(&json!({"questions": shown, "unreadable": unreadable}));
+                print_json(
+                    &json!({"questions": shown, "unreadable": unreadable, "forged": forged}),
+                );
             } else {
                 if questions.is_empty() {
                     println!("no questions waiting");
@@ -557,6 +683,11 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                     if let Some(n) = q.text_max_length {
                         println!("    (text answer, up to {n} characters)");
                     }
+                }
+                if forged > 0 {
+                    println!(
+                        "{forged} question(s) not from your computer (not signed by the installation this device paired with) were ignored"
+                    );
                 }
                 if unreadable > 0 {
                     println!(
@@ -589,7 +720,7 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                 json!({"response_id": response_id, "status": "pending"})
             } else {
                 let r = d
-                    .verdict(&response_id, Duration::from_secs(timeout))
+                    .verdict(&response_id, &id, Duration::from_secs(timeout))
                     .await?;
                 serde_json::to_value(r).expect("a result serialises")
             };

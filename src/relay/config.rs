@@ -4,7 +4,8 @@
 //! Consent is explicit: a question leaves this machine only over an enabled route with
 //! `include_message = true` whose provider is enabled and whose filters match.
 //! Secrets never sit in `config.toml`: installation tokens and pairing secrets live in
-//! `relay_secrets.json`, the installation's private key in `relay_installation.key`, both 0600.
+//! `relay_secrets.json`, the installation's private keys in `relay_installation.key` and
+//! `relay_installation_signing.key`, all 0600.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::model::{Interaction, Kind, Priority};
 use crate::paths::Paths;
 use crate::secret::Secret;
 use agentnotify_relay_proto::seal::KeyPair;
+use agentnotify_relay_proto::sign::SigningPair;
 
 /// Seconds between polls of each provider while all is well.
 pub const DEFAULT_POLL_INTERVAL_SECONDS: u64 = 5;
@@ -290,8 +292,9 @@ fn read_document(path: &Path) -> Result<toml_edit::DocumentMut> {
 pub struct ProviderSecrets {
     /// Bearer token of this installation at the Relay.
     pub installation_token: Secret,
-    /// Shared with paired phones through the pairing code only, never with the Relay:
-    /// it authenticates device keys, so the Relay cannot slip in a device of its own.
+    /// Never leaves this machine: each pairing code's secret is derived from it and the
+    /// code's pairing id (`pairing::derive_secret`), and that secret authenticates the device
+    /// key, so the Relay cannot slip in a device of its own.
     pub pairing_secret: Secret,
 }
 
@@ -329,33 +332,11 @@ pub fn save_secrets(paths: &Paths, secrets: &Secrets) -> Result<()> {
 /// its public key, which they learn from the pairing code, never from the Relay.
 pub fn load_or_create_installation_key(paths: &Paths) -> Result<KeyPair> {
     let path = installation_key_file(paths);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => KeyPair::from_secret_b64(text.trim()).map_err(|e| RelayConfigError::Parse {
-            path,
-            message: e.to_string(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let pair = KeyPair::generate();
-            let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-            let write =
-                |p: &Path| crate::fsutil::write_atomic(p, pair.secret_b64().as_bytes(), 0o600);
-            write(&tmp).map_err(|source| RelayConfigError::Write {
-                path: path.clone(),
-                source,
-            })?;
-            // Link into place so two processes racing to create it agree on one key.
-            let linked = std::fs::hard_link(&tmp, &path);
-            let _ = std::fs::remove_file(&tmp);
-            match linked {
-                Ok(()) => Ok(pair),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    load_or_create_installation_key(paths)
-                }
-                Err(source) => Err(RelayConfigError::Write { path, source }),
-            }
-        }
-        Err(source) => Err(RelayConfigError::Read { path, source }),
-    }
+    let text = load_or_create_key_file(&path, || KeyPair::generate().secret_b64())?;
+    KeyPair::from_secret_b64(&text).map_err(|e| RelayConfigError::Parse {
+        path,
+        message: e.to_string(),
+    })
 }
 
 /// Installation key only if it already exists (the broker never creates it implicitly).
@@ -364,6 +345,55 @@ pub fn load_installation_key(paths: &Paths) -> Result<Option<KeyPair>> {
         load_or_create_installation_key(paths).map(Some)
     } else {
         Ok(None)
+    }
+}
+
+pub fn signing_key_file(paths: &Paths) -> PathBuf {
+    paths.config_dir.join("relay_installation_signing.key")
+}
+
+/// The installation's Ed25519 signing key, created (0600) on first use: it signs every
+/// envelope and verdict, and phones learn its public half from the pairing code.
+pub fn load_or_create_signing_key(paths: &Paths) -> Result<SigningPair> {
+    let path = signing_key_file(paths);
+    let text = load_or_create_key_file(&path, || SigningPair::generate().seed_b64())?;
+    SigningPair::from_seed_b64(&text).map_err(|e| RelayConfigError::Parse {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// Reads a one-line private key file, creating it (0600) with `generate` if absent. Two
+/// processes racing to create it agree on one key: it is linked into place.
+fn load_or_create_key_file(path: &Path, generate: impl Fn() -> String) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let fresh = generate();
+            let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+            crate::fsutil::write_atomic(&tmp, fresh.as_bytes(), 0o600).map_err(|source| {
+                RelayConfigError::Write {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+            let linked = std::fs::hard_link(&tmp, path);
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => Ok(fresh),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    load_or_create_key_file(path, generate)
+                }
+                Err(source) => Err(RelayConfigError::Write {
+                    path: path.to_path_buf(),
+                    source,
+                }),
+            }
+        }
+        Err(source) => Err(RelayConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

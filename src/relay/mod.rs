@@ -8,10 +8,12 @@
 //!   nothing here decides whether an answer is accepted.
 //! - Nothing here logs prompts, choices, answers, digests, nonces, tokens or keys.
 //!
-//! Files: `config` (providers, routes, secrets, installation key), `outbox` (durable
-//! publishing with retries), `poller` (answers back, cursors).
+//! Files: `config` (providers, routes, secrets, installation keys), `devices` (the
+//! allow-list of paired devices), `outbox` (durable publishing with retries), `poller`
+//! (answers back, cursors).
 
 pub mod config;
+pub mod devices;
 pub mod outbox;
 pub mod poller;
 
@@ -26,6 +28,7 @@ use crate::paths::Paths;
 use crate::secret::Secret;
 use agentnotify_relay_proto::client::{RelayClient, RelayClientError};
 use agentnotify_relay_proto::seal::{KeyPair, SealError};
+use agentnotify_relay_proto::sign::SigningPair;
 use config::{ProviderSecrets, RelayConfig, RelayConfigError};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +71,8 @@ pub struct Endpoint {
     pub provider: config::Provider,
     pub secrets: ProviderSecrets,
     pub key: KeyPair,
+    /// Signs every envelope and verdict (`agentnotify_relay_proto::sign`).
+    pub signing: SigningPair,
     pub client: RelayClient,
 }
 
@@ -82,6 +87,8 @@ pub struct RelayLink {
     clients: std::sync::Mutex<HashMap<String, (String, Secret, RelayClient)>>,
     /// One poll at a time, so a cursor is never read and written by two polls at once.
     poll_lock: tokio::sync::Mutex<()>,
+    /// One writer of `relay_devices.json` at a time.
+    devices_lock: tokio::sync::Mutex<()>,
 }
 
 impl RelayLink {
@@ -92,6 +99,7 @@ impl RelayLink {
             dispatch_wake: Notify::new(),
             clients: Default::default(),
             poll_lock: tokio::sync::Mutex::new(()),
+            devices_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -114,11 +122,13 @@ impl RelayLink {
             .ok_or_else(|| RelayError::NoCredentials(id.to_string()))?;
         let key =
             config::load_installation_key(&self.paths)?.ok_or(RelayError::NoInstallationKey)?;
+        let signing = config::load_or_create_signing_key(&self.paths)?;
         let client = self.client_for(provider, &secrets.installation_token);
         Ok(Endpoint {
             provider: provider.clone(),
             secrets,
             key,
+            signing,
             client,
         })
     }

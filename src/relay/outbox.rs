@@ -15,8 +15,9 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{RelayError, RelayLink};
 use crate::broker::{BrokerError, InteractionFilter};
 use crate::model::{Interaction, Status, Timestamp};
+use agentnotify_relay_proto::seal;
+use agentnotify_relay_proto::sign::SigningPair;
 use agentnotify_relay_proto::wire::{question_event_id, Envelope, QuestionPayload};
-use agentnotify_relay_proto::{pairing, seal};
 
 /// Longest wait between two delivery attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
@@ -196,7 +197,7 @@ pub fn backoff(failures: u32, base: Duration) -> Duration {
     capped.mul_f64(jitter).max(Duration::from_millis(100))
 }
 
-/// Seals the question for each vouched-for device of the provider and stores it there.
+/// Seals the question for each paired device of the provider and stores it there.
 /// Returns how many devices got it. A question no longer pending or no longer covered by
 /// a route is dropped (Ok) rather than sent.
 async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
@@ -220,37 +221,32 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
     };
     let client = &endpoint.client;
     let installation_id = &endpoint.provider.installation_id;
-    let devices = client.devices().await?;
     let mut sent = 0;
-    for d in devices {
-        let vouched = d.installation_id == *installation_id
-            && pairing::verify_device_proof(
-                endpoint.secrets.pairing_secret.expose(),
-                installation_id,
-                &d.public_key,
-                &d.proof,
-            );
+    for d in super::devices::sync(relay, &endpoint).await? {
         let Ok(public) = seal::decode_key(&d.public_key) else {
             continue;
         };
-        if !vouched {
-            tracing::warn!(device = %d.device_id, provider = %entry.provider, "skipping a device whose pairing proof does not verify");
-            continue;
-        }
         client
-            .put_envelope(&seal_for(&record, installation_id, &d.device_id, &public)?)
+            .put_envelope(&seal_for(
+                &record,
+                installation_id,
+                &d.device_id,
+                &public,
+                &endpoint.signing,
+            )?)
             .await?;
         sent += 1;
     }
     Ok(sent)
 }
 
-/// The sealed envelope of `record` for one device.
+/// The sealed envelope of `record` for one device, signed by the installation.
 pub fn seal_for(
     record: &Interaction,
     installation_id: &str,
     device_id: &str,
     device_public: &[u8; 32],
+    signing: &SigningPair,
 ) -> Result<Envelope, RelayError> {
     let event_id = question_event_id(&record.id);
     let key_id = seal::key_id(device_public);
@@ -264,15 +260,18 @@ pub fn seal_for(
     };
     let payload = serde_json::to_vec(&QuestionPayload::of(record)).expect("a payload serialises");
     let sealed = seal::seal(device_public, &binding, &payload)?;
-    Ok(Envelope {
+    let mut envelope = Envelope {
         installation_id: installation_id.to_string(),
         device_id: device_id.to_string(),
         event_id,
         key_id,
         expires_at,
         sealed,
+        signature: None,
         stored_at: None,
-    })
+    };
+    signing.sign_envelope(&mut envelope);
+    Ok(envelope)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
+use super::devices::Standing;
 use super::outbox::backoff;
 use super::{Endpoint, RelayError, RelayLink};
 use crate::broker::BrokerError;
@@ -116,6 +117,10 @@ pub async fn poll_provider(
 ) -> Result<PollReport, RelayError> {
     let _one_at_a_time = relay.poll_lock.lock().await;
     let id = endpoint.provider.id.clone();
+    // New pairings are noticed (and announced) here too, not only when a question goes out.
+    if let Err(e) = super::devices::sync(relay, endpoint).await {
+        tracing::warn!(provider = %id, error = %e, "could not check the relay's devices");
+    }
     let client = &endpoint.client;
     let mut cursors = load_cursors(relay);
     let batch = client
@@ -131,30 +136,39 @@ pub async fn poll_provider(
     };
     let mut results = Vec::new();
     for answer in &batch.responses {
-        match apply(relay, endpoint, answer).await? {
+        let fate = apply(relay, endpoint, answer).await?;
+        let before = results.len();
+        match fate {
             Fate::Accepted => {
                 report.accepted += 1;
                 results.push(AnswerResult {
-                    response_id: answer.response_id.clone(),
                     status: "accepted".into(),
-                    code: None,
-                    message: None,
+                    ..AnswerResult::pending(&answer.response_id)
                 });
             }
             Fate::Refused { code, message } => {
                 report.refused += 1;
                 tracing::info!(provider = %id, interaction = %short(&answer.interaction_id), refusal = %code, "relay answer refused");
                 results.push(AnswerResult {
-                    response_id: answer.response_id.clone(),
                     status: "refused".into(),
                     code: Some(code),
                     message: Some(message),
+                    ..AnswerResult::pending(&answer.response_id)
                 });
             }
             Fate::Dropped => {
                 report.dropped += 1;
                 tracing::warn!(provider = %id, "dropped a relay answer addressed to another installation");
             }
+        }
+        // The phone checks the verdict came from its computer, not from the Relay.
+        if let Some(r) = results.get_mut(before) {
+            endpoint.signing.sign_verdict(
+                r,
+                &endpoint.provider.installation_id,
+                &answer.device_id,
+                &answer.interaction_id,
+            );
         }
     }
     if !results.is_empty() {
@@ -185,6 +199,21 @@ pub async fn apply(
     let installation_id = &endpoint.provider.installation_id;
     if &answer.installation_id != installation_id {
         return Ok(Fate::Dropped);
+    }
+    match super::devices::standing(relay, &endpoint.provider.id, &answer.device_id)? {
+        Standing::Paired => {}
+        Standing::Revoked => {
+            return Ok(refused(
+                "device_revoked",
+                "this device was removed from the installation; its answers are refused",
+            ))
+        }
+        Standing::Unknown => {
+            return Ok(refused(
+                "device_not_paired",
+                "this device is not paired with the installation",
+            ))
+        }
     }
     let payload = match &answer.sealed {
         Some(sealed) => {

@@ -12,6 +12,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod phone;
 mod relay;
 mod reliability;
 mod squatter;

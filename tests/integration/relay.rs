@@ -16,22 +16,22 @@ use serde_json::{json, Value};
 
 use crate::support::{assert_rate_limited, fixture, Api, Daemon, Home, AGENTNOTIFY, HOOK};
 
-const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
-const DENY: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Denied via agentnotify"}}}"#;
+pub(crate) const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+pub(crate) const DENY: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Denied via agentnotify"}}}"#;
 
 /// A running `agentnotify relay serve --port 0`; killed on drop.
-struct RelayProc {
-    child: Child,
-    url: String,
+pub(crate) struct RelayProc {
+    pub(crate) child: Child,
+    pub(crate) url: String,
 }
 
 impl RelayProc {
-    fn start(home: &Home) -> RelayProc {
+    pub(crate) fn start(home: &Home) -> RelayProc {
         RelayProc::start_with(home, &[])
     }
 
     /// With a rate limit no test reaches unless `extra` sets its own.
-    fn start_with(home: &Home, extra: &[&std::ffi::OsStr]) -> RelayProc {
+    pub(crate) fn start_with(home: &Home, extra: &[&std::ffi::OsStr]) -> RelayProc {
         let data = home.path().join("relay-data");
         let limits: &[&str] = if extra.iter().any(|a| *a == "--rate-limit") {
             &[]
@@ -69,22 +69,22 @@ impl Drop for RelayProc {
     }
 }
 
-const PASS: u8 = 0;
-const DOWN: u8 = 1;
+pub(crate) const PASS: u8 = 0;
+pub(crate) const DOWN: u8 = 1;
 const GARBAGE: u8 = 2;
 const UNAUTHORIZED: u8 = 3;
-const SERVER_ERROR: u8 = 4;
+pub(crate) const SERVER_ERROR: u8 = 4;
 /// GETs pass, POSTs get a 500: the broker can fetch answers but not report results.
 const POST_ERROR: u8 = 5;
 
 /// A proxy in front of the Relay whose behaviour the test switches.
-struct Proxy {
-    url: String,
+pub(crate) struct Proxy {
+    pub(crate) url: String,
     mode: Arc<AtomicU8>,
 }
 
 impl Proxy {
-    async fn start(upstream: &str) -> Proxy {
+    pub(crate) async fn start(upstream: &str) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let mode = Arc::new(AtomicU8::new(PASS));
@@ -121,7 +121,7 @@ impl Proxy {
         Proxy { url, mode }
     }
 
-    fn set(&self, mode: u8) {
+    pub(crate) fn set(&self, mode: u8) {
         self.mode.store(mode, Ordering::SeqCst);
     }
 }
@@ -176,18 +176,18 @@ async fn forward(
 
 /// A home with a broker, a Relay (behind a proxy unless over TLS), a provider and one
 /// paired device.
-struct Setup {
-    home: Home,
-    relay: RelayProc,
-    proxy: Option<Proxy>,
-    _daemon: Daemon,
-    api: Api,
-    device_dir: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) home: Home,
+    pub(crate) relay: RelayProc,
+    pub(crate) proxy: Option<Proxy>,
+    pub(crate) _daemon: Daemon,
+    pub(crate) api: Api,
+    pub(crate) device_dir: PathBuf,
 }
 
 impl Setup {
     /// `poll_interval`: seconds between background polls (large = poll only by hand).
-    async fn new(poll_interval: u64) -> Setup {
+    pub(crate) async fn new(poll_interval: u64) -> Setup {
         let home = Home::new();
         let relay = RelayProc::start(&home);
         let proxy = Proxy::start(&relay.url).await;
@@ -223,11 +223,11 @@ impl Setup {
         }
     }
 
-    fn proxy(&self) -> &Proxy {
+    pub(crate) fn proxy(&self) -> &Proxy {
         self.proxy.as_ref().expect("this setup has a proxy")
     }
 
-    fn device(&self, args: &[&str]) -> (i32, String, String) {
+    pub(crate) fn device(&self, args: &[&str]) -> (i32, String, String) {
         let mut all = vec!["relay", "device"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--device-dir", self.device_dir.to_str().unwrap()]);
@@ -235,7 +235,7 @@ impl Setup {
     }
 
     /// Waits (bounded) until the device's inbox shows question `id`; returns it.
-    fn inbox_shows(&self, id: &str) -> Value {
+    pub(crate) fn inbox_shows(&self, id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let (code, out, err) = self.device(&["inbox", "--json"]);
@@ -258,7 +258,7 @@ impl Setup {
         }
     }
 
-    fn phone(&self) -> Device {
+    pub(crate) fn phone(&self) -> Device {
         Device::load(&self.device_dir).unwrap()
     }
 
@@ -266,7 +266,7 @@ impl Setup {
         std::fs::read_to_string(self.home.path().join("relay_response_cursors.json")).ok()
     }
 
-    fn poll(&self) -> (i32, Value) {
+    pub(crate) fn poll(&self) -> (i32, Value) {
         let (code, out, err) = run(&self.home, &["interactions", "poll-responses", "--json"]);
         (
             code,
@@ -274,13 +274,13 @@ impl Setup {
         )
     }
 
-    async fn status(&self, id: &str) -> Value {
+    pub(crate) async fn status(&self, id: &str) -> Value {
         self.api.get(&format!("/v1/interactions/{id}")).await.1
     }
 }
 
 /// Adds provider `home` at `url` with a consenting route, and pairs a device in `phone/`.
-fn register(home: &Home, url: &str, poll_interval: u64) -> PathBuf {
+pub(crate) fn register(home: &Home, url: &str, poll_interval: u64) -> PathBuf {
     home.write_config(&format!(
         "[relay]\npoll_interval_seconds = {poll_interval}\n"
     ));
@@ -289,26 +289,43 @@ fn register(home: &Home, url: &str, poll_interval: u64) -> PathBuf {
         &["relay", "add", "home", "--url", url, "--include-message"],
     );
     assert!(out.0 == 0, "relay add failed: {out:?}");
-    let code = run(home, &["relay", "pair", "home"]).1.trim().to_string();
     let device_dir = home.path().join("phone");
-    let dev = device_dir.to_str().unwrap().to_string();
-    let out = run(
+    let out = pair_device(home, &new_code(home), &device_dir, "cli-device");
+    assert!(out.0 == 0, "device register failed: {out:?}");
+    device_dir
+}
+
+/// A fresh single-use pairing code for provider `home` (the first line `relay pair` prints).
+pub(crate) fn new_code(home: &Home) -> String {
+    let (code, out, err) = run(home, &["relay", "pair", "home"]);
+    assert_eq!(code, 0, "relay pair failed: {out} {err}");
+    out.lines().next().unwrap().trim().to_string()
+}
+
+/// `relay device register` with `code` into `dir`.
+pub(crate) fn pair_device(
+    home: &Home,
+    code: &str,
+    dir: &std::path::Path,
+    name: &str,
+) -> (i32, String, String) {
+    run(
         home,
         &[
             "relay",
             "device",
             "register",
             "--code",
-            &code,
+            code,
+            "--name",
+            name,
             "--device-dir",
-            &dev,
+            dir.to_str().unwrap(),
         ],
-    );
-    assert!(out.0 == 0, "device register failed: {out:?}");
-    device_dir
+    )
 }
 
-fn run(home: &Home, args: &[&str]) -> (i32, String, String) {
+pub(crate) fn run(home: &Home, args: &[&str]) -> (i32, String, String) {
     let out = home
         .cmd(AGENTNOTIFY)
         .args(args)
@@ -322,7 +339,7 @@ fn run(home: &Home, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn start_hook(home: &Home, payload: &str) -> Child {
+pub(crate) fn start_hook(home: &Home, payload: &str) -> Child {
     let mut child = home
         .cmd(HOOK)
         .args(["claude", "ask-permission"])
@@ -341,7 +358,7 @@ fn start_hook(home: &Home, payload: &str) -> Child {
     child
 }
 
-fn finish_hook(mut child: Child) -> String {
+pub(crate) fn finish_hook(mut child: Child) -> String {
     let mut out = String::new();
     child
         .stdout
@@ -353,7 +370,7 @@ fn finish_hook(mut child: Child) -> String {
     out
 }
 
-async fn pending_one(api: &Api) -> Value {
+pub(crate) async fn pending_one(api: &Api) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(q) = api.pending().await.into_iter().next() {
@@ -368,7 +385,7 @@ async fn pending_one(api: &Api) -> Value {
 }
 
 /// Runs `relay device answer ARGS --timeout 20` while polling by hand until it finishes.
-async fn answer_while_polling(s: &Setup, args: &[&str]) -> (i32, String, String) {
+pub(crate) async fn answer_while_polling(s: &Setup, args: &[&str]) -> (i32, String, String) {
     let mut cmd = s.home.cmd(AGENTNOTIFY);
     cmd.args(["relay", "device", "answer"])
         .args(args)
@@ -392,7 +409,7 @@ async fn answer_while_polling(s: &Setup, args: &[&str]) -> (i32, String, String)
     h.await.unwrap()
 }
 
-async fn wait_status(s: &Setup, id: &str, status: &str) -> Value {
+pub(crate) async fn wait_status(s: &Setup, id: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let v = s.status(id).await;
@@ -442,6 +459,8 @@ async fn relay_hook_to_phone_and_back_allow_and_deny() {
     for f in [
         "relay_secrets.json",
         "relay_installation.key",
+        "relay_installation_signing.key",
+        "relay_devices.json",
         "phone/device.json",
     ] {
         use std::os::unix::fs::PermissionsExt;
@@ -640,7 +659,7 @@ async fn relay_results_fail_then_the_batch_is_replayed_exactly_once() {
     );
     assert_eq!(
         phone
-            .verdict("r-once", Duration::from_secs(5))
+            .verdict("r-once", id, Duration::from_secs(5))
             .await
             .unwrap()
             .status,
@@ -701,7 +720,7 @@ async fn relay_refusals_advance_the_cursor_and_reach_the_device() {
         ("r-nonce", "nonce_mismatch"),
         ("r-bogus", "invalid_answer"),
     ] {
-        match phone.verdict(rid, Duration::from_secs(5)).await {
+        match phone.verdict(rid, id, Duration::from_secs(5)).await {
             Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
                 assert_eq!(code, why)
             }
@@ -771,7 +790,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
     );
 
     // A tampered envelope the Relay (here: anyone with the installation token) stores is
-    // never shown; the genuine question stays readable.
+    // never shown (its signature no longer covers it); the genuine question stays readable.
     let secrets: Value = serde_json::from_str(
         &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
     )
@@ -787,7 +806,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
     inst.put_envelope(&forged).await.unwrap();
     let (_, out, _) = s.device(&["inbox", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["unreadable"], 1, "{v}");
+    assert_eq!(v["forged"], 1, "{v}");
     assert_eq!(v["questions"].as_array().unwrap().len(), 1);
 
     // Answers: flip one byte per copy, at spread-out positions; every copy is refused.
@@ -826,7 +845,7 @@ async fn relay_tampered_boxes_are_rejected_at_every_position() {
         "{v}"
     );
     assert_eq!(s.status(id).await["status"], "pending");
-    match phone.verdict("t-000", Duration::from_secs(5)).await {
+    match phone.verdict("t-000", id, Duration::from_secs(5)).await {
         Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
             assert_eq!(code, "unsealable")
         }

@@ -150,6 +150,28 @@ impl RelayClient {
             .devices)
     }
 
+    /// Announces a single-use pairing code (its token only) to the Relay.
+    pub async fn register_pairing(
+        &self,
+        pairing_id: &str,
+        pairing_token: &str,
+        expires_at: &str,
+    ) -> Result<Value> {
+        self.call(
+            Method::POST,
+            "/v1/pairings",
+            Some(&json!({"pairing_id": pairing_id, "pairing_token": pairing_token, "expires_at": expires_at})),
+        )
+        .await
+    }
+
+    /// Removes a device of this installation; its token stops working.
+    pub async fn delete_device(&self, device_id: &str) -> Result<Value> {
+        let id: String = form_urlencoded::byte_serialize(device_id.as_bytes()).collect();
+        self.call(Method::DELETE, &format!("/v1/devices/{id}"), None)
+            .await
+    }
+
     pub async fn put_envelope(&self, e: &Envelope) -> Result<Value> {
         let body = serde_json::to_value(e).expect("an envelope serialises");
         self.call(Method::POST, "/v1/envelopes", Some(&body)).await

@@ -82,6 +82,9 @@ pub struct Envelope {
     pub key_id: String,
     pub expires_at: String,
     pub sealed: String,
+    /// The installation's Ed25519 signature over the rest (`crate::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored_at: Option<String>,
 }
@@ -151,6 +154,26 @@ pub struct AnswerResult {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The question answered (set with the broker's verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction_id: Option<String>,
+    /// The installation's signature on an accepted or refused verdict (`crate::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+impl AnswerResult {
+    /// The Relay's own word that the broker has not judged the answer yet.
+    pub fn pending(response_id: &str) -> AnswerResult {
+        AnswerResult {
+            response_id: response_id.to_string(),
+            status: "pending".into(),
+            code: None,
+            message: None,
+            interaction_id: None,
+            signature: None,
+        }
+    }
 }
 
 /// A device as the Relay lists it to its installation.
@@ -163,4 +186,10 @@ pub struct DeviceInfo {
     /// HMAC by the pairing secret over the key: proves a paired phone chose this key.
     pub proof: String,
     pub created_at: String,
+    /// The single-use pairing it registered with (`crate::pairing::PairingId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing_id: Option<String>,
+    /// When the device last called the Relay (to a minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<String>,
 }

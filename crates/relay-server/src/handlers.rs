@@ -2,7 +2,6 @@
 //! store under its write lock, flush, reply. None of them judges an answer (the broker does).
 
 use agentnotify_http::{json_response, parse_json, query, query_int, read_body, ApiError, ResBody};
-use agentnotify_model::secret::constant_time_eq;
 use agentnotify_model::{is_id, Timestamp};
 use agentnotify_relay_proto::wire::{
     question_event_id, AnswerBatch, AnswerPost, AnswerResult, DeviceInfo, Envelope,
@@ -15,7 +14,7 @@ use serde_json::json;
 
 use crate::store::{
     decode_cursor, encode_cursor, get, key2, put, sha256_hex, AnswerRecord, InstallationRecord,
-    RelayServer, StoreFail,
+    PairingRecord, RelayServer, StoreFail,
 };
 
 /// The longest an envelope may be kept: the longest question TTL (SPEC §2: 3600 s) plus
@@ -101,6 +100,58 @@ pub(crate) async fn register_installation(s: &RelayServer, req: Request<Incoming
 }
 
 #[derive(Deserialize)]
+struct PairingBody {
+    pairing_id: String,
+    pairing_token: String,
+    expires_at: String,
+}
+
+/// The longest a pairing code may live (ten minutes, plus a minute for clocks).
+const MAX_PAIRING_LIFETIME: std::time::Duration = std::time::Duration::from_secs(660);
+
+/// `POST /v1/pairings`: the installation announces one single-use pairing code.
+pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let b: PairingBody = body(req).await?;
+    check_len("pairing_id", &b.pairing_id, 1, 100)?;
+    check_len("pairing_token", &b.pairing_token, 16, 200)?;
+    let expires = Timestamp::parse_rfc3339(&b.expires_at)
+        .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
+    let now = Timestamp::now();
+    if expires <= now || expires > now + MAX_PAIRING_LIFETIME {
+        return Err(ApiError::bad_request(
+            "expires_at must be in the future and at most 10 minutes away",
+        ));
+    }
+    let key = sha256_hex(b.pairing_token.as_bytes());
+    let _w = s.write.lock().await;
+    if s.pairings
+        .contains_key(key.as_bytes())
+        .map_err(StoreFail::from)?
+    {
+        return Err(conflict(
+            "pairing_exists",
+            "this pairing token is already registered",
+        ));
+    }
+    put(
+        &s.pairings,
+        key.as_bytes(),
+        &PairingRecord {
+            installation_id: inst,
+            pairing_id: b.pairing_id.clone(),
+            expires_at: expires,
+            used_by: None,
+        },
+    )?;
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"pairing_id": b.pairing_id, "expires_at": expires.to_rfc3339()}),
+    ))
+}
+
+#[derive(Deserialize)]
 struct DeviceBody {
     installation_id: String,
     pairing_token: String,
@@ -110,6 +161,7 @@ struct DeviceBody {
     proof: String,
 }
 
+/// `POST /v1/devices`: a phone pairs with a code; the code is used up.
 pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let b: DeviceBody = body(req).await?;
     check_len("proof", &b.proof, 1, 200)?;
@@ -120,24 +172,40 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     let refused = || {
         forbidden(
             "pairing_refused",
-            "unknown installation or wrong pairing token: pair again with a fresh code",
+            "unknown pairing code: run `agentnotify relay pair` for a fresh one",
         )
     };
-    let inst: InstallationRecord =
-        get(&s.installations, b.installation_id.as_bytes())?.ok_or_else(refused)?;
-    let presented = sha256_hex(b.pairing_token.as_bytes());
-    if !constant_time_eq(presented.as_bytes(), inst.pairing_token_sha256.as_bytes()) {
-        return Err(refused());
-    }
+    let key = sha256_hex(b.pairing_token.as_bytes());
+    // Checked and used up under the write lock: two phones racing with one code get one
+    // device.
     let _w = s.write.lock().await;
+    let mut pairing: PairingRecord = get(&s.pairings, key.as_bytes())?
+        .filter(|p: &PairingRecord| p.installation_id == b.installation_id)
+        .ok_or_else(refused)?;
+    if pairing.used_by.is_some() {
+        return Err(forbidden(
+            "pairing_used",
+            "this pairing code was already used by another device: run `agentnotify relay pair` for a fresh one",
+        ));
+    }
+    if pairing.expires_at <= Timestamp::now() {
+        return Err(forbidden(
+            "pairing_expired",
+            "this pairing code has expired (codes last 10 minutes): run `agentnotify relay pair` for a fresh one",
+        ));
+    }
     let device = DeviceInfo {
         device_id: agentnotify_model::new_id(),
-        installation_id: inst.id,
+        installation_id: pairing.installation_id.clone(),
         name,
         public_key: b.public_key,
         proof: b.proof,
         created_at: Timestamp::now().to_rfc3339(),
+        pairing_id: Some(pairing.pairing_id.clone()),
+        last_seen_at: None,
     };
+    pairing.used_by = Some(device.device_id.clone());
+    put(&s.pairings, key.as_bytes(), &pairing)?;
     put(&s.devices, device.device_id.as_bytes(), &device)?;
     let token = s.mint_token("device", &device.device_id)?;
     s.commit().await?;
@@ -145,6 +213,27 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"device_id": device.device_id, "device_token": token}),
+    ))
+}
+
+/// `DELETE /v1/devices/{id}`: the installation removes a device; its token stops working.
+pub(crate) async fn delete_device(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    device_id: &str,
+) -> Handled {
+    let inst = s.installation(req)?;
+    let _w = s.write.lock().await;
+    let ours = get::<DeviceInfo>(&s.devices, device_id.as_bytes())?
+        .is_some_and(|d| d.installation_id == inst);
+    let removed = ours && s.remove_device(device_id)?;
+    s.commit().await?;
+    if removed {
+        tracing::info!(device = %device_id, installation = %inst, "device removed");
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "removed": removed }),
     ))
 }
 
@@ -170,6 +259,7 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     check_len("event_id", &e.event_id, 1, 200)?;
     check_len("key_id", &e.key_id, 1, 64)?;
     check_len("sealed", &e.sealed, 1, 60_000)?;
+    check_len("signature", e.signature.as_deref().unwrap_or(""), 1, 200)?;
     let expires = Timestamp::parse_rfc3339(&e.expires_at)
         .ok_or_else(|| ApiError::bad_request("expires_at must be an RFC 3339 time"))?;
     if expires <= Timestamp::now() {
@@ -339,12 +429,7 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
     let rec = AnswerRecord {
         seq,
         body_sha256,
-        result: AnswerResult {
-            response_id: a.response_id.clone(),
-            status: "pending".into(),
-            code: None,
-            message: None,
-        },
+        result: AnswerResult::pending(&a.response_id),
         answer: a,
         received: now,
     };

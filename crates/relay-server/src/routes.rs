@@ -143,6 +143,8 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
         (Method::POST, ["v1", "installations"]) => handlers::register_installation(s, req).await,
         (Method::POST, ["v1", "devices"]) => handlers::register_device(s, req).await,
         (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req),
+        (Method::DELETE, ["v1", "devices", id]) => handlers::delete_device(s, &req, id).await,
+        (Method::POST, ["v1", "pairings"]) => handlers::register_pairing(s, req).await,
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
         (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
@@ -152,7 +154,11 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
         }
         (Method::GET, ["v1", "interaction-responses", id]) => handlers::answer_status(s, &req, id),
         (_, ["health"])
-        | (_, ["v1", "installations" | "devices" | "envelopes" | "interaction-responses"])
+        | (
+            _,
+            ["v1", "installations" | "devices" | "pairings" | "envelopes" | "interaction-responses"],
+        )
+        | (_, ["v1", "devices", _])
         | (_, ["v1", "interaction-responses", _]) => Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -65,6 +65,10 @@ pub struct RelayServer {
     pub(crate) tokens: sled::Tree,
     pub(crate) installations: sled::Tree,
     pub(crate) devices: sled::Tree,
+    /// device id → sha256(its token), so removing a device removes its token.
+    pub(crate) device_tokens: sled::Tree,
+    /// sha256(pairing token) → [`PairingRecord`]: single-use, short-lived codes.
+    pub(crate) pairings: sled::Tree,
     /// device ‖ 0 ‖ event id → [`Envelope`].
     pub(crate) envelopes: sled::Tree,
     /// installation ‖ 0 ‖ seq (big endian) → [`AnswerRecord`].
@@ -89,6 +93,15 @@ pub(crate) struct InstallationRecord {
     pub(crate) id: String,
     pub(crate) pairing_token_sha256: String,
     pub(crate) created_at: Timestamp,
+}
+
+/// One pairing code as the Relay knows it: only its token's hash, its expiry, and who used it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PairingRecord {
+    pub(crate) installation_id: String,
+    pub(crate) pairing_id: String,
+    pub(crate) expires_at: Timestamp,
+    pub(crate) used_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -163,6 +176,8 @@ impl RelayServer {
             tokens: tree("tokens")?,
             installations: tree("installations")?,
             devices: tree("devices")?,
+            device_tokens: tree("device_tokens")?,
+            pairings: tree("pairings")?,
             envelopes: tree("envelopes")?,
             answers: tree("answers")?,
             answer_ids: tree("answer_ids")?,
@@ -222,26 +237,80 @@ impl RelayServer {
                 "this route takes a device token, not an installation token",
             ));
         }
-        get::<DeviceInfo>(&self.devices, p.id.as_bytes())?.ok_or_else(|| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown device")
-        })
+        let device = get::<DeviceInfo>(&self.devices, p.id.as_bytes())?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "unknown device: it was removed; pair it again",
+            )
+        })?;
+        self.touch(&device)?;
+        Ok(device)
+    }
+
+    /// Records when a device was last seen, to the minute. Not flushed on its own (it rides
+    /// along the next commit), and never re-creates a device removed meanwhile.
+    fn touch(&self, device: &DeviceInfo) -> Result<(), StoreFail> {
+        let now = Timestamp::now();
+        let fresh = device
+            .last_seen_at
+            .as_deref()
+            .and_then(Timestamp::parse_rfc3339)
+            .is_some_and(|t| t.plus(Duration::from_secs(60)) > now);
+        if fresh {
+            return Ok(());
+        }
+        let seen = now.to_rfc3339();
+        self.devices
+            .fetch_and_update(device.device_id.as_bytes(), |old| {
+                let mut d: DeviceInfo = serde_json::from_slice(old?).ok()?;
+                d.last_seen_at = Some(seen.clone());
+                serde_json::to_vec(&d).ok()
+            })?;
+        Ok(())
     }
 
     pub(crate) fn mint_token(&self, kind: &str, id: &str) -> Result<String, StoreFail> {
         let token = random_b64url(32);
+        let hash = sha256_hex(token.as_bytes());
         put(
             &self.tokens,
-            sha256_hex(token.as_bytes()).as_bytes(),
+            hash.as_bytes(),
             &Principal {
                 kind: kind.into(),
                 id: id.into(),
             },
         )?;
+        if kind == "device" {
+            self.device_tokens.insert(id.as_bytes(), hash.as_bytes())?;
+        }
         Ok(token)
     }
 
-    /// Drops envelopes well past expiry and answers past retention.
+    /// Removes a device with its token and envelopes. Returns whether it existed.
+    pub(crate) fn remove_device(&self, device_id: &str) -> Result<bool, StoreFail> {
+        let existed = self.devices.remove(device_id.as_bytes())?.is_some();
+        if let Some(hash) = self.device_tokens.remove(device_id.as_bytes())? {
+            self.tokens.remove(hash)?;
+        }
+        for key in self.envelopes.scan_prefix(key2(device_id, b"")).keys() {
+            self.envelopes.remove(key?)?;
+        }
+        Ok(existed)
+    }
+
+    /// Drops envelopes well past expiry, answers past retention, and pairings a day past
+    /// their expiry (kept that long so a late try hears "expired", not "unknown").
     pub fn prune(&self, now: Timestamp) -> Result<(), sled::Error> {
+        for entry in self.pairings.iter() {
+            let (k, v) = entry?;
+            let stale = serde_json::from_slice::<PairingRecord>(&v).map_or(true, |p| {
+                p.expires_at.plus(Duration::from_secs(86_400)) < now
+            });
+            if stale {
+                self.pairings.remove(k)?;
+            }
+        }
         for entry in self.envelopes.iter() {
             let (k, v) = entry?;
             let expired = serde_json::from_slice::<Envelope>(&v)

@@ -1,0 +1,313 @@
+//! The phone path's security and liveness (SPEC §12): single-use pairing codes, revocation,
+//! the installation's signatures, live delivery, withdrawal, Web Push and the served app.
+//! Real `relay serve`, real broker, real device client, on loopback with ephemeral ports.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::relay::{new_code, pair_device, run, Setup, PASS, SERVER_ERROR};
+use crate::support::Home;
+
+fn device_in(home: &Home, dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["relay", "device"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--device-dir", dir.to_str().unwrap()]);
+    run(home, &all)
+}
+
+fn devices_json(home: &Home) -> Vec<Value> {
+    let (code, out, err) = run(home, &["relay", "devices", "--json"]);
+    assert_eq!(code, 0, "relay devices failed: {out} {err}");
+    serde_json::from_str::<Value>(&out).unwrap()["devices"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Waits (bounded) until the device in `dir` has question `id` in its inbox.
+fn inbox_of_shows(home: &Home, dir: &Path, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, out, err) = device_in(home, dir, &["inbox", "--json"]);
+        assert_eq!(code, 0, "inbox failed: {err}");
+        if out.contains(id) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} never reached {dir:?}: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_pairing_code_pairs_one_device_and_a_thief_with_it_gets_nothing() {
+    let s = Setup::new(3600).await;
+    let (code, out, _) = run(&s.home, &["relay", "pair", "home", "--json"]);
+    assert_eq!(code, 0);
+    let pair: Value = serde_json::from_str(&out).unwrap();
+    let code = pair["code"].as_str().unwrap();
+    assert_eq!(
+        pair["link"].as_str().unwrap(),
+        format!("{}/app/#pair={code}", s.proxy().url)
+    );
+    // Each `relay pair` mints a new code.
+    assert_ne!(new_code(&s.home), code);
+    let tablet = s.home.path().join("tablet");
+    let (c, out, err) = pair_device(&s.home, code, &tablet, "Tablet");
+    assert_eq!(c, 0, "{out} {err}");
+    // The thief copied the same code: refused, with the reason.
+    let thief = s.home.path().join("thief");
+    let (c, _, err) = pair_device(&s.home, code, &thief, "Thief");
+    assert_eq!(c, 1);
+    assert!(err.contains("pairing_used"), "{err}");
+    let q = s.api.ask_permission("Only for the paired ones?").await;
+    let id = q["id"].as_str().unwrap();
+    s.inbox_shows(id);
+    inbox_of_shows(&s.home, &tablet, id);
+    // Each admitted device was announced, and is listed with when it was last seen.
+    let (_, notes) = s.api.get("/v1/notifications?limit=50").await;
+    let texts = notes.to_string();
+    assert!(
+        texts.contains("A new device 'Tablet' was paired with home")
+            && texts.contains("A new device 'cli-device' was paired with home"),
+        "{texts}"
+    );
+    let listed = devices_json(&s.home);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let tab = listed.iter().find(|d| d["name"] == "Tablet").unwrap();
+    assert!(
+        tab["paired_at"].is_string() && tab["last_seen_at"].is_string(),
+        "{tab}"
+    );
+    assert!(tab["revoked_at"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_expired_pairing_code_is_refused() {
+    let s = Setup::new(3600).await;
+    let secrets: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
+    )
+    .unwrap();
+    let token = secrets["home"]["installation_token"].as_str().unwrap();
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .build()
+        .unwrap();
+    let expires = agentnotify::model::Timestamp::now().plus(Duration::from_millis(300));
+    let r = http
+        .post(format!("{}/v1/pairings", s.relay.url))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"pairing_id": "p1.1.0000000000000000", "pairing_token": "short-lived-token-0123", "expires_at": expires.to_rfc3339()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    // More than ten minutes is refused.
+    let far = agentnotify::model::Timestamp::now().plus(Duration::from_secs(3600));
+    let r = http
+        .post(format!("{}/v1/pairings", s.relay.url))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"pairing_id": "p1.2.0000000000000000", "pairing_token": "long-lived-token-01234", "expires_at": far.to_rfc3339()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // Wait out the code's deadline (the event under test is the passing of its expiry).
+    tokio::time::sleep(until_past(expires)).await;
+    let inst = secrets_installation(&s.home);
+    let key = agentnotify_relay_proto::seal::KeyPair::generate().public_b64();
+    let r = http
+        .post(format!("{}/v1/devices", s.relay.url))
+        .json(&serde_json::json!({"installation_id": inst, "pairing_token": "short-lived-token-0123", "public_key": key, "proof": "p"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["code"], "pairing_expired", "{v}");
+}
+
+fn until_past(t: agentnotify::model::Timestamp) -> Duration {
+    agentnotify::model::Timestamp::now().until(t) + Duration::from_millis(20)
+}
+
+fn secrets_installation(home: &Home) -> String {
+    let text = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("installation_id = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_revoked_device_gets_nothing_and_its_answers_are_refused() {
+    let s = Setup::new(3600).await;
+    let tablet = s.home.path().join("tablet");
+    assert_eq!(
+        pair_device(&s.home, &new_code(&s.home), &tablet, "Tablet").0,
+        0
+    );
+    let q1 = s.api.ask_permission("Before the revocation").await;
+    let id1 = q1["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id1);
+    inbox_of_shows(&s.home, &tablet, &id1);
+    let phone_id = s.phone().state.device_id.clone();
+
+    // Revoked while the Relay cannot be told: the broker's word is final anyway.
+    s.proxy().set(SERVER_ERROR);
+    let (code, out, err) = run(
+        &s.home,
+        &["relay", "devices", "revoke", &phone_id, "--json"],
+    );
+    assert_eq!(code, 0, "{out} {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["revoked"].clone(), v["relay_removed"].clone()),
+        (true.into(), false.into())
+    );
+    s.proxy().set(PASS);
+    // The phone still holds a live Relay token and answers the question it already had:
+    // the broker refuses it.
+    let (_, out, err) = s.device(&["answer", &id1, "--choice", "allow-once", "--timeout", "0"]);
+    assert!(out.contains("pending"), "{out} {err}");
+    let (_, report) = s.poll();
+    assert_eq!(report["polls"][0]["refused"], 1, "{report}");
+    assert_eq!(s.status(&id1).await["status"], "pending");
+    // That poll also told the Relay again; now the phone's token is dead, and new questions
+    // go to the tablet only.
+    let (code, _, err) = s.device(&["inbox"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("removed"), "{err}");
+    let q2 = s.api.ask_permission("After the revocation").await;
+    let id2 = q2["id"].as_str().unwrap().to_string();
+    inbox_of_shows(&s.home, &tablet, &id2);
+    let listed = devices_json(&s.home);
+    let phone = listed
+        .iter()
+        .find(|d| d["device_id"] == phone_id.as_str())
+        .unwrap();
+    assert!(phone["revoked_at"].is_string(), "{phone}");
+    // Unknown ids exit 3.
+    assert_eq!(run(&s.home, &["relay", "devices", "revoke", "nosuch"]).0, 3);
+}
+
+/// The Relay knows every device's public key, so it can seal a made-up question to a phone
+/// and fake the broker's verdict; neither is signed by the installation, and the device
+/// shows neither as genuine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_questions_and_verdicts_not_signed_by_the_installation_are_not_shown_as_genuine() {
+    use agentnotify::device::{Answer, DeviceError};
+    use agentnotify_relay_proto::wire::{
+        question_event_id, AnswerResult, Envelope, QuestionPayload,
+    };
+    use agentnotify_relay_proto::{seal, sign::SigningPair};
+
+    let s = Setup::new(3600).await;
+    let phone = s.phone();
+    let q = s.api.ask_permission("The genuine one").await;
+    let id = q["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id);
+    let genuine = phone
+        .client()
+        .envelopes()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.event_id == question_event_id(&id))
+        .unwrap();
+    assert!(agentnotify_relay_proto::sign::verify_envelope(
+        &phone.state.installation_signing_key,
+        &genuine
+    ));
+
+    // What the Relay (anyone with the installation token here) can make: a well-formed
+    // question sealed to the phone's real key, unsigned or signed by a key of its own.
+    let secrets: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("relay_secrets.json")).unwrap(),
+    )
+    .unwrap();
+    let relay = agentnotify_relay_proto::client::RelayClient::new(
+        &s.relay.url,
+        Some(agentnotify::secret::Secret::new(
+            secrets["home"]["installation_token"].as_str().unwrap(),
+        )),
+    );
+    let devices = relay.devices().await.unwrap();
+    let me = devices
+        .iter()
+        .find(|d| d.device_id == phone.state.device_id)
+        .unwrap();
+    let device_key = seal::decode_key(&me.public_key).unwrap();
+    let mut fake = agentnotify::model::Interaction::clone(
+        &serde_json::from_value(s.status(&id).await).unwrap(),
+    );
+    fake.id = "ffffffffffffffffffffffffffffffff".into();
+    fake.prompt = "Your session expired. Reply with your GitHub token".into();
+    let event_id = question_event_id(&fake.id);
+    let key_id = seal::key_id(&device_key);
+    let expires_at = fake.expires_at.to_rfc3339();
+    let binding = seal::Binding {
+        installation_id: &me.installation_id,
+        device_id: &me.device_id,
+        key_id: &key_id,
+        event_id: &event_id,
+        expires_at: &expires_at,
+    };
+    let payload = serde_json::to_vec(&QuestionPayload::of(&fake)).unwrap();
+    let sealed = seal::seal(&device_key, &binding, &payload).unwrap();
+    let mut forged = Envelope {
+        installation_id: me.installation_id.clone(),
+        device_id: me.device_id.clone(),
+        event_id: event_id.clone(),
+        key_id: key_id.clone(),
+        expires_at: expires_at.clone(),
+        sealed,
+        signature: None,
+        stored_at: None,
+    };
+    // The box itself opens: only the signature tells it apart.
+    SigningPair::generate().sign_envelope(&mut forged);
+    relay.put_envelope(&forged).await.unwrap();
+    assert!(matches!(phone.open(&forged), Err(DeviceError::Forged)));
+    let (_, out, _) = s.device(&["inbox", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["forged"], 1, "{v}");
+    assert!(!out.contains("GitHub token"), "{out}");
+    let (_, out, _) = s.device(&["inbox"]);
+    assert!(
+        out.contains("1 question(s) not from your computer"),
+        "{out}"
+    );
+
+    // A faked verdict: the Relay says "accepted" before the broker has judged anything.
+    let question = phone.question(&id).await.unwrap();
+    let post = phone.seal(
+        &phone.payload(&question, "r-fake", &Answer::Choice("allow-once".into())),
+        &question.expires_at,
+    );
+    phone.send(&post).await.unwrap();
+    let mut lie = AnswerResult {
+        status: "accepted".into(),
+        ..AnswerResult::pending("r-fake")
+    };
+    SigningPair::generate().sign_verdict(&mut lie, &me.installation_id, &me.device_id, &id);
+    relay.post_results(&[lie]).await.unwrap();
+    match phone.verdict("r-fake", &id, Duration::from_secs(5)).await {
+        Err(DeviceError::ForgedVerdict(r)) => assert_eq!(r, "r-fake"),
+        other => panic!("a faked verdict was believed: {other:?}"),
+    }
+    // The broker's own verdict (after a poll) is signed, and believed. The faked result
+    // already withdrew the envelope at the Relay, so the broker's answer is the truth here.
+    let (_, report) = s.poll();
+    assert_eq!(report["polls"][0]["accepted"], 1, "{report}");
+    let r = phone
+        .verdict("r-fake", &id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(r.status, "accepted");
+}
