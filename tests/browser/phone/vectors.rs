@@ -161,3 +161,75 @@ async fn the_pages_rendering_names_invisible_code_points_and_marks_mixed_scripts
     );
     phone.close().await;
 }
+
+const SIGNATURE_VECTORS: &str = include_str!("../../data/signature-vectors.json");
+const PAIRING_VECTORS: &str = include_str!("../../data/pairing-vectors.json");
+
+/// The installation's signatures and the pairing proof, against the vectors an independent
+/// implementation made: the page builds the same signed messages and accepts exactly the
+/// genuine signatures.
+#[tokio::test]
+async fn the_page_checks_signatures_and_pairs_as_the_committed_vectors_say() {
+    let app = StaticApp::start().await;
+    let Some(phone) = Phone::launch().await else {
+        return;
+    };
+    phone.goto(&format!("{}/app/", app.url)).await;
+    let got: Value = phone
+        .eval(&format!(
+            r#"(async () => {{
+                const c = await import('./js/crypto.js');
+                const p = await import('./js/phone.js');
+                const s = {SIGNATURE_VECTORS};
+                const pv = {PAIRING_VECTORS};
+                const e = s.envelope.envelope;
+                const fields = ['agentnotify/envelope-sig/v1', e.installation_id, e.device_id, e.key_id, e.event_id, e.expires_at, e.sealed];
+                const flip = (sig) => {{ const b = c.unb64u(sig); b[0] ^= 1; return c.b64u(b); }};
+                const out = {{
+                    envelope_message: JSON.stringify(fields) === s.envelope.message,
+                    envelope: await c.verify(s.signing_public, fields, s.envelope.signature),
+                    envelope_flipped: await c.verify(s.signing_public, fields, flip(s.envelope.signature)),
+                    envelope_moved: await c.verify(s.signing_public, [...fields.slice(0, 4), 'interaction:other', ...fields.slice(5)], s.envelope.signature),
+                    envelope_unsigned: await c.verify(s.signing_public, fields, undefined),
+                    verdicts: [],
+                    pairing_token: await c.pairingToken(pv.pairing_secret),
+                    proof: await c.deviceProof(pv.pairing_secret, pv.installation_id, pv.device_public_key),
+                }};
+                for (const v of s.verdicts) {{
+                    const device = {{ installation_id: v.installation_id, device_id: v.device_id, installation_signing_key: s.signing_public }};
+                    const sent = {{ response_id: v.result.response_id, interaction_id: v.interaction_id }};
+                    const signed = {{ ...v.result, signature: v.signature }};
+                    out.verdicts.push([
+                        v.name,
+                        await p.verdictIsGenuine(device, sent, signed),
+                        await p.verdictIsGenuine(device, sent, {{ ...signed, status: v.result.status === 'accepted' ? 'refused' : 'accepted' }}),
+                        await p.verdictIsGenuine(device, {{ ...sent, interaction_id: 'another' }}, signed),
+                        await p.verdictIsGenuine(device, sent, {{ ...v.result }}),
+                    ]);
+                }}
+                return out;
+            }})()"#
+        ))
+        .await;
+    let pv: Value = serde_json::from_str(PAIRING_VECTORS).unwrap();
+    assert_eq!(
+        got["envelope_message"],
+        json!(true),
+        "the signed envelope message"
+    );
+    assert_eq!(got["envelope"], json!(true), "a genuine envelope signature");
+    assert_eq!(got["envelope_flipped"], json!(false));
+    assert_eq!(got["envelope_moved"], json!(false));
+    assert_eq!(got["envelope_unsigned"], json!(false));
+    assert_eq!(
+        got["verdicts"],
+        json!([
+            ["accepted", true, false, false, false],
+            ["refused", true, false, false, false]
+        ]),
+        "genuine verdicts pass; a changed status, another question or no signature does not"
+    );
+    assert_eq!(got["pairing_token"], pv["pairing_token"]);
+    assert_eq!(got["proof"], pv["proof"]);
+    phone.close().await;
+}
