@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries, a temp AGENTNOTIFY_HOME, ephemeral ports.
 
 mod api;
+mod app_files;
 mod architecture;
 mod bodies;
 mod broker;

@@ -55,7 +55,7 @@ export function decodeCode(code, now = Date.now()) {
   }
   const str = (k) => typeof v?.[k] === 'string' && v[k].length > 0;
   if (!['installation_id', 'installation_public_key', 'pairing_secret'].every(str)) throw bad();
-  if (!str('installation_signing_key')) {
+  if (!str('installation_signing_key') || !str('expires_at')) {
     throw new PhoneError(
       'old_code',
       'This pairing code comes from an older agentnotify that does not sign its questions. Update agentnotify on your computer and pair again.',
