@@ -2,6 +2,8 @@
 //! emulation, over the DevTools protocol.
 
 mod chromium;
+mod flow;
 mod static_app;
 mod vectors;
 mod welcome;
+mod world;

@@ -1,10 +1,17 @@
-//! The app's folder served at `/app/` on a loopback port, with the Relay's headers: enough
-//! for the tests that need the page's modules but no Relay API.
+//! The app's folder served at `/app/` on a loopback port, with the Relay's headers, and
+//! every other path passed through (streamed) to a Relay when one is given.
 
+use std::convert::Infallible;
 use std::path::PathBuf;
 
-use agentnotify_http::{full, ConnectionOptions, ResBody};
-use hyper::{Response, StatusCode};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+type Body = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
 pub fn app_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/relay-server/app")
@@ -18,18 +25,29 @@ pub struct StaticApp {
 
 impl StaticApp {
     pub async fn start() -> StaticApp {
+        StaticApp::in_front_of(None).await
+    }
+
+    /// The app, and the Relay at `upstream` behind it on the same origin.
+    pub async fn in_front_of(upstream: Option<String>) -> StaticApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let client = Client::builder(TokioExecutor::new()).build_http::<Incoming>();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                tokio::spawn(agentnotify_http::serve_connection(
-                    stream,
-                    ConnectionOptions::default(),
-                    |req| async move { serve(req.uri().path()) },
-                ));
+                let (client, upstream) = (client.clone(), upstream.clone());
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let (client, upstream) = (client.clone(), upstream.clone());
+                    async move { Ok::<_, Infallible>(handle(req, &client, upstream).await) }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
             }
         });
         StaticApp { url, task }
@@ -42,7 +60,43 @@ impl Drop for StaticApp {
     }
 }
 
-fn serve(path: &str) -> Response<ResBody> {
+fn full(status: StatusCode, bytes: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .body(Full::new(bytes.into()).map_err(|e| match e {}).boxed())
+        .unwrap()
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Incoming>,
+    upstream: Option<String>,
+) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if path.starts_with("/app/") {
+        return file(&path);
+    }
+    let Some(upstream) = upstream else {
+        return full(StatusCode::NOT_FOUND, "not found");
+    };
+    let (mut parts, body) = req.into_parts();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    parts.uri = format!("{upstream}{pq}").parse().unwrap();
+    parts.headers.remove(hyper::header::HOST);
+    match client.request(Request::from_parts(parts, body)).await {
+        Ok(res) => res.map(|b| b.boxed()),
+        Err(_) => full(
+            StatusCode::BAD_GATEWAY,
+            r#"{"error":"relay down","code":"bad_gateway"}"#,
+        ),
+    }
+}
+
+fn file(path: &str) -> Response<Body> {
     let rel = path.strip_prefix("/app/").unwrap_or("");
     let rel = if rel.is_empty() { "index.html" } else { rel };
     let file = app_dir().join(rel);
@@ -56,15 +110,14 @@ fn serve(path: &str) -> Response<ResBody> {
         _ => "application/octet-stream",
     };
     match (rel.contains(".."), std::fs::read(&file)) {
-        (false, Ok(bytes)) => Response::builder()
-            .header("Content-Type", kind)
-            .header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-            .header("Cache-Control", "no-cache")
-            .body(full(bytes))
-            .unwrap(),
-        _ => Response::builder()
-            .status(StatusCode::NOT_FOUND)
-            .body(full("not found"))
-            .unwrap(),
+        (false, Ok(bytes)) => {
+            let mut r = full(StatusCode::OK, bytes);
+            let h = r.headers_mut();
+            h.insert("Content-Type", kind.parse().unwrap());
+            h.insert("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'".parse().unwrap());
+            h.insert("Cache-Control", "no-cache".parse().unwrap());
+            r
+        }
+        _ => full(StatusCode::NOT_FOUND, "not found"),
     }
 }

@@ -354,7 +354,7 @@ async function send(rec, answer, what) {
     const final = e.relay && e.code !== 'rate_limited';
     rec.msg.textContent = e.code === 'unreachable' ? 'Could not reach the Relay; your answer was not sent. Tap again to retry.' : e.message;
     if (final) {
-      rec.li.dataset.state = 'refused';
+      rec.li.dataset.state = 'done';
       rec.li.dataset.verdict = 'refused';
       rec.sent = { response_id: rec.responseId, interaction_id: rec.q.id };
       store.remember(historyEntry(rec, { status: 'refused', reason: e.message }));

@@ -271,13 +271,30 @@ export async function verdictIsGenuine(device, sent, v) {
   return c.verify(device.installation_signing_key, signed, v.signature);
 }
 
-/** Long-polls the verdict of `sent` until it is judged (or `signal` aborts). */
+/**
+ * Long-polls the verdict of `sent` until it is judged (or `signal` aborts). A Relay that
+ * answers `pending` at once (it does not hold requests) is asked again after a second, not
+ * in a tight loop.
+ */
 export async function waitVerdict(device, sent, signal) {
   for (;;) {
+    const started = Date.now();
     const r = await api(device, 'GET', `v1/interaction-responses/${encodeURIComponent(sent.response_id)}?wait=30`, undefined, signal);
     if (r.ok && r.data.status && r.data.status !== 'pending') return r.data;
     if (!r.ok && r.status !== 404) throw new PhoneError(r.data.code || 'relay_error', r.data.error || `The Relay answered HTTP ${r.status}.`);
+    const early = 1000 - (Date.now() - started);
+    if (early > 0) await abortableSleep(early, signal);
   }
+}
+
+function abortableSleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      reject(new DOMException('aborted', 'AbortError'));
+    });
+  });
 }
 
 /** The envelopes waiting for this device. */
