@@ -2,7 +2,9 @@
 //! emulation, over the DevTools protocol.
 
 mod chromium;
+mod crafted;
 mod flow;
+mod resilience;
 mod static_app;
 mod vectors;
 mod welcome;

@@ -1,7 +1,6 @@
 //! The app's folder served at `/app/` on a loopback port, with the Relay's headers, and
 //! every other path passed through (streamed) to a Relay when one is given.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -41,7 +40,7 @@ impl StaticApp {
                 let (client, upstream) = (client.clone(), upstream.clone());
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let (client, upstream) = (client.clone(), upstream.clone());
-                    async move { Ok::<_, Infallible>(handle(req, &client, upstream).await) }
+                    async move { handle(req, &client, upstream).await }
                 });
                 tokio::spawn(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -67,17 +66,18 @@ fn full(status: StatusCode, bytes: impl Into<Bytes>) -> Response<Body> {
         .unwrap()
 }
 
+/// A Relay that is down drops the connection, as the real one would (no 502 page).
 async fn handle(
     req: Request<Incoming>,
     client: &Client<hyper_util::client::legacy::connect::HttpConnector, Incoming>,
     upstream: Option<String>,
-) -> Response<Body> {
+) -> Result<Response<Body>, hyper_util::client::legacy::Error> {
     let path = req.uri().path().to_string();
     if path.starts_with("/app/") {
-        return file(&path);
+        return Ok(file(&path));
     }
     let Some(upstream) = upstream else {
-        return full(StatusCode::NOT_FOUND, "not found");
+        return Ok(full(StatusCode::NOT_FOUND, "not found"));
     };
     let (mut parts, body) = req.into_parts();
     let pq = parts
@@ -87,13 +87,10 @@ async fn handle(
         .unwrap_or_default();
     parts.uri = format!("{upstream}{pq}").parse().unwrap();
     parts.headers.remove(hyper::header::HOST);
-    match client.request(Request::from_parts(parts, body)).await {
-        Ok(res) => res.map(|b| b.boxed()),
-        Err(_) => full(
-            StatusCode::BAD_GATEWAY,
-            r#"{"error":"relay down","code":"bad_gateway"}"#,
-        ),
-    }
+    Ok(client
+        .request(Request::from_parts(parts, body))
+        .await?
+        .map(|b| b.boxed()))
 }
 
 fn file(path: &str) -> Response<Body> {

@@ -61,16 +61,16 @@ impl Drop for Relay {
 pub struct World {
     pub home: Home,
     pub relay: Relay,
-    pub front: StaticApp,
-    pub daemon: Daemon,
+    /// The app on the Relay's origin (what the pairing link points at).
+    _front: StaticApp,
+    _daemon: Daemon,
     pub api: Api,
 }
 
 impl World {
-    /// `poll_interval`: the broker's fallback poll of the Relay, in seconds.
+    /// Default settings: answers reach the broker over its long-poll, not its periodic poll.
     pub async fn new() -> World {
         let home = Home::new();
-        home.write_config("[relay]\npoll_interval_seconds = 1\n");
         let relay = Relay::start(&home, 0);
         let front = StaticApp::in_front_of(Some(relay.url.clone())).await;
         let (code, out, err) = run(
@@ -90,15 +90,10 @@ impl World {
         World {
             home,
             relay,
-            front,
-            daemon,
+            _front: front,
+            _daemon: daemon,
             api,
         }
-    }
-
-    /// The origin the phone opens (`<relay>/app/`).
-    pub fn app_url(&self) -> String {
-        format!("{}/app/", self.front.url)
     }
 
     /// A fresh pairing link from `agentnotify relay pair home`.
@@ -137,16 +132,6 @@ impl World {
     /// The question's record as the broker has it.
     pub async fn record(&self, id: &str) -> Value {
         self.api.get(&format!("/v1/interactions/{id}")).await.1
-    }
-
-    /// Waits (on the broker's own long-poll) until question `id` has left `pending`.
-    pub async fn settled(&self, id: &str) -> Value {
-        let (_, v) = self
-            .api
-            .get(&format!("/v1/interactions/{id}/wait?timeout=20"))
-            .await;
-        assert_ne!(v["status"], "pending", "{id} was not settled in time: {v}");
-        v
     }
 }
 
