@@ -111,6 +111,28 @@ fn state_file(dir: &Path) -> PathBuf {
     dir.join("device.json")
 }
 
+/// One event of the device's stream, as [`Device::watch`] reports it.
+#[derive(Debug, Clone)]
+pub enum StreamEvent {
+    /// A question, opened (signed by the installation and addressed to this device).
+    Question(Box<QuestionView>),
+    /// An envelope that is not from the installation or does not open.
+    Rejected {
+        event_id: String,
+        reason: String,
+    },
+    /// The connect snapshot is complete.
+    Ready(usize),
+    Withdrawn(String),
+    Verdict(AnswerResult),
+    Heartbeat,
+    /// The stream broke; the watcher reconnects.
+    Disconnected(String),
+}
+
+/// No byte for this long means the stream is dead (the Relay sends a heartbeat every 15 s).
+const STREAM_SILENCE: Duration = Duration::from_secs(45);
+
 /// What `inbox` found.
 #[derive(Debug, Default)]
 pub struct Inbox {
@@ -262,6 +284,94 @@ impl Device {
         Ok(inbox)
     }
 
+    /// Follows the device's stream, reconnecting (1 s doubling to 30 s) until `tx` closes;
+    /// returns `Removed` once the device is revoked.
+    pub async fn watch(&self, tx: tokio::sync::mpsc::Sender<StreamEvent>) -> Result<()> {
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let reason = match self.client().open_events().await.map_err(relay_error) {
+                Ok(res) => match self.follow(res, &tx, &mut delay).await {
+                    Ok(reason) => reason,
+                    Err(e) => return Err(e),
+                },
+                Err(DeviceError::Removed) => return Err(DeviceError::Removed),
+                Err(e) => e.to_string(),
+            };
+            if tx.send(StreamEvent::Disconnected(reason)).await.is_err() {
+                return Ok(());
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    /// Reads one connection's events; returns why it ended.
+    async fn follow(
+        &self,
+        mut res: reqwest::Response,
+        tx: &tokio::sync::mpsc::Sender<StreamEvent>,
+        delay: &mut Duration,
+    ) -> Result<String> {
+        let mut buf = String::new();
+        loop {
+            let chunk = match tokio::time::timeout(STREAM_SILENCE, res.chunk()).await {
+                Err(_) => return Ok("no heartbeat".into()),
+                Ok(Err(e)) => return Ok(format!("stream broke: {e}")),
+                Ok(Ok(None)) => return Ok("stream ended".into()),
+                Ok(Ok(Some(c))) => c,
+            };
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                let mut name = "";
+                let mut data = "";
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        name = v;
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = v;
+                    }
+                }
+                let event = match name {
+                    "envelope" => match serde_json::from_str::<Envelope>(data) {
+                        Ok(e) => match self.open(&e) {
+                            Ok(q) => StreamEvent::Question(Box::new(q)),
+                            Err(why) => StreamEvent::Rejected {
+                                event_id: e.event_id,
+                                reason: why.to_string(),
+                            },
+                        },
+                        Err(_) => continue,
+                    },
+                    "ready" => {
+                        *delay = Duration::from_secs(1);
+                        let n = serde_json::from_str::<serde_json::Value>(data)
+                            .ok()
+                            .and_then(|v| v["envelopes"].as_u64())
+                            .unwrap_or(0);
+                        StreamEvent::Ready(n as usize)
+                    }
+                    "withdrawn" => match serde_json::from_str::<serde_json::Value>(data) {
+                        Ok(v) => {
+                            StreamEvent::Withdrawn(v["event_id"].as_str().unwrap_or("").into())
+                        }
+                        Err(_) => continue,
+                    },
+                    "verdict" => match serde_json::from_str::<AnswerResult>(data) {
+                        Ok(r) => StreamEvent::Verdict(r),
+                        Err(_) => continue,
+                    },
+                    "heartbeat" => StreamEvent::Heartbeat,
+                    "revoked" => return Err(DeviceError::Removed),
+                    _ => continue,
+                };
+                if tx.send(event).await.is_err() {
+                    return Ok("stopped".into());
+                }
+            }
+        }
+    }
+
     /// The opened question `interaction_id` from the inbox.
     pub async fn question(&self, interaction_id: &str) -> Result<QuestionView> {
         let event = question_event_id(interaction_id);
@@ -369,9 +479,11 @@ impl Device {
     ) -> Result<AnswerResult> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
+            // A long-poll: the Relay replies the moment the broker's verdict arrives.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let r = self
                 .client()
-                .answer_status(response_id)
+                .answer_status_wait(response_id, left.min(Duration::from_secs(30)))
                 .await
                 .map_err(relay_error)?;
             let judged = matches!(r.status.as_str(), "accepted" | "refused");
@@ -397,7 +509,11 @@ impl Device {
                 _ if tokio::time::Instant::now() >= deadline => {
                     return Err(DeviceError::NoVerdict(response_id.to_string()))
                 }
-                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                // Held less than asked (a restart, or a Relay without long-polls).
+                _ if left < Duration::from_secs(1) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                _ => {}
             }
         }
     }

@@ -187,6 +187,12 @@ pub enum DeviceCommand {
         #[command(flatten)]
         dir: DeviceDir,
     },
+    /// Follow the device's live stream: one line per question, withdrawal and verdict, until
+    /// interrupted (reconnects by itself).
+    Watch {
+        #[command(flatten)]
+        dir: DeviceDir,
+    },
     /// Answer one question, sealed to the installation, and wait for the broker's verdict.
     Answer {
         /// The interaction id shown by `inbox`.
@@ -695,6 +701,40 @@ async fn device(paths: &Paths, cmd: DeviceCommand) -> Result<()> {
                     );
                 }
             }
+        }
+        DeviceCommand::Watch { dir } => {
+            use crate::device::StreamEvent;
+            let d = Device::load(&dir_of(dir))?;
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let watching = tokio::spawn(async move { d.watch(tx).await });
+            while let Some(e) = rx.recv().await {
+                match e {
+                    StreamEvent::Question(q) => println!(
+                        "question {}  {}  {}",
+                        q.id,
+                        q.kind.as_str(),
+                        q.prompt.lines().next().unwrap_or("")
+                    ),
+                    StreamEvent::Rejected { event_id, reason } => {
+                        println!("ignored {event_id}: {reason}")
+                    }
+                    StreamEvent::Ready(n) => println!("connected: {n} question(s) waiting"),
+                    StreamEvent::Withdrawn(e) => println!("withdrawn {e}"),
+                    StreamEvent::Verdict(r) => println!(
+                        "verdict {} {}{}",
+                        r.response_id,
+                        r.status,
+                        r.code.map(|c| format!(" ({c})")).unwrap_or_default()
+                    ),
+                    StreamEvent::Heartbeat => {}
+                    StreamEvent::Disconnected(why) => {
+                        println!("disconnected ({why}); reconnecting")
+                    }
+                }
+            }
+            watching
+                .await
+                .map_err(|e| RelayCliError::Usage(e.to_string()))??;
         }
         DeviceCommand::Answer {
             id,

@@ -50,6 +50,10 @@ pub struct RelayConfig {
     /// Seconds between polls for answers (default 5); failures back off up to 2 minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_seconds: Option<u64>,
+    /// Keep one long-poll per provider open for answers (default true); false: poll every
+    /// `poll_interval_seconds` only (for a Relay without long-poll support).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_poll: Option<bool>,
     #[serde(default)]
     pub providers: Vec<Provider>,
     #[serde(default)]
@@ -143,6 +147,10 @@ impl RelayConfig {
                 .unwrap_or(DEFAULT_POLL_INTERVAL_SECONDS)
                 .clamp(1, 3600),
         )
+    }
+
+    pub fn long_poll(&self) -> bool {
+        self.long_poll.unwrap_or(true)
     }
 
     pub fn provider(&self, id: &str) -> Option<&Provider> {
@@ -408,6 +416,7 @@ mod tests {
         std::fs::write(&path, "# mine\nport = 1234\n").unwrap();
         let cfg = RelayConfig {
             poll_interval_seconds: Some(1),
+            long_poll: None,
             providers: vec![Provider {
                 id: "home".into(),
                 kind: "relay".into(),

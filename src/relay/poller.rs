@@ -1,4 +1,9 @@
-//! Pulling answers back from the Relay (SPEC §8).
+//! Pulling answers back from the Relay (SPEC §8, §12.2).
+//!
+//! Each enabled provider has one task that keeps one long-poll open at the Relay
+//! (`wait=30`): the Relay answers the moment an answer arrives, and the task then polls.
+//! After an error the task falls back to polling every `poll_interval_seconds`, backing
+//! off, until a long-poll works again.
 //!
 //! Each poll fetches the answers after the provider's cursor, opens and checks each one,
 //! hands it to [`crate::broker::Broker::respond`] with `source: relay`, reports every
@@ -18,7 +23,7 @@ use super::devices::Standing;
 use super::outbox::backoff;
 use super::{Endpoint, RelayError, RelayLink};
 use crate::broker::BrokerError;
-use crate::model::{AnswerSubmission, Timestamp};
+use crate::model::AnswerSubmission;
 use agentnotify_relay_proto::seal;
 use agentnotify_relay_proto::wire::{
     answer_event_id, AnswerPayload, AnswerPost, AnswerResult, CONTRACT_VERSION,
@@ -102,7 +107,10 @@ pub async fn poll(
     let mut out = Vec::new();
     for id in ids {
         let result = match relay.endpoint(&cfg, &id) {
-            Ok(endpoint) => poll_provider(relay, &endpoint).await,
+            Ok(endpoint) => {
+                sync_devices(relay, &endpoint).await;
+                poll_provider(relay, &endpoint).await
+            }
             Err(e) => Err(e),
         };
         out.push((id, result));
@@ -117,10 +125,6 @@ pub async fn poll_provider(
 ) -> Result<PollReport, RelayError> {
     let _one_at_a_time = relay.poll_lock.lock().await;
     let id = endpoint.provider.id.clone();
-    // New pairings are noticed (and announced) here too, not only when a question goes out.
-    if let Err(e) = super::devices::sync(relay, endpoint).await {
-        tracing::warn!(provider = %id, error = %e, "could not check the relay's devices");
-    }
     let client = &endpoint.client;
     let mut cursors = load_cursors(relay);
     let batch = client
@@ -290,50 +294,117 @@ pub async fn apply(
     }
 }
 
-/// Background task: polls every enabled provider every `poll_interval_seconds`; a failing
-/// provider backs off exponentially (with jitter) up to two minutes, independently.
-pub async fn run_poller(relay: Arc<RelayLink>) {
-    let mut failures: HashMap<String, u32> = HashMap::new();
-    let mut due: HashMap<String, Timestamp> = HashMap::new();
-    loop {
-        let cfg = match relay.config() {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "relay settings unreadable; polling paused");
-                tokio::time::sleep(Duration::from_secs(30)).await;
-                continue;
-            }
-        };
-        let interval = cfg.poll_interval();
-        let now = Timestamp::now();
-        let mut next = now + interval;
-        for p in cfg.providers.iter().filter(|p| p.enabled) {
-            let at = *due.get(&p.id).unwrap_or(&now);
-            if at > now {
-                next = next.min(at);
-                continue;
-            }
-            let result = match relay.endpoint(&cfg, &p.id) {
-                Ok(endpoint) => poll_provider(&relay, &endpoint).await,
-                Err(e) => Err(e),
-            };
-            let wait = match result {
-                Ok(_) => {
-                    failures.remove(&p.id);
-                    interval
-                }
-                Err(e) => {
-                    let n = failures.entry(p.id.clone()).or_default();
-                    *n += 1;
-                    let wait = backoff(*n, interval);
-                    tracing::warn!(provider = %p.id, failures = *n, retry_in_ms = wait.as_millis() as u64, error = %e, "relay poll failed");
-                    wait
-                }
-            };
-            let at = Timestamp::now() + wait;
-            due.insert(p.id.clone(), at);
-            next = next.min(at);
-        }
-        tokio::time::sleep(Timestamp::now().until(next).max(Duration::from_millis(50))).await;
+/// New pairings are noticed (and announced) and revocations repeated here too, not only
+/// when a question goes out.
+async fn sync_devices(relay: &RelayLink, endpoint: &Endpoint) {
+    if let Err(e) = super::devices::sync(relay, endpoint).await {
+        tracing::warn!(provider = %endpoint.provider.id, error = %e, "could not check the relay's devices");
     }
+}
+
+/// How long each long-poll asks the Relay to hold.
+const LONG_POLL: Duration = Duration::from_secs(30);
+/// A long-poll that comes back empty sooner than this was not held (a Relay without
+/// long-polls): the task then waits out the poll interval instead of spinning.
+const HELD_AT_LEAST: Duration = Duration::from_secs(1);
+
+/// Background task: one task per enabled provider ([`watch_provider`]); providers enabled
+/// or added later get theirs within a few seconds.
+pub async fn run_poller(relay: Arc<RelayLink>) {
+    let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    loop {
+        match relay.config() {
+            Ok(cfg) => {
+                for p in cfg.providers.iter().filter(|p| p.enabled) {
+                    if running.get(&p.id).is_none_or(|h| h.is_finished()) {
+                        let task = tokio::spawn(watch_provider(Arc::clone(&relay), p.id.clone()));
+                        running.insert(p.id.clone(), task);
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "relay settings unreadable; polling paused"),
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+}
+
+/// Fetches answers for one provider for as long as it stays enabled: a long-poll when all
+/// is well, periodic polls with backoff after an error (or with `long_poll = false`).
+async fn watch_provider(relay: Arc<RelayLink>, id: String) {
+    let mut failures = 0u32;
+    let mut sync = true;
+    loop {
+        let Ok(cfg) = relay.config() else { return };
+        if !cfg.provider(&id).is_some_and(|p| p.enabled) {
+            return;
+        }
+        let interval = cfg.poll_interval();
+        let result = match relay.endpoint(&cfg, &id) {
+            Ok(endpoint) => {
+                if sync || !cfg.long_poll() {
+                    sync_devices(&relay, &endpoint).await;
+                }
+                if cfg.long_poll() && failures == 0 {
+                    long_poll(&relay, &endpoint).await
+                } else {
+                    poll_provider(&relay, &endpoint).await.map(|_| Waited {
+                        devices_changed: false,
+                        idle: interval,
+                    })
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(w) => {
+                failures = 0;
+                sync = w.devices_changed;
+                if !w.idle.is_zero() {
+                    tokio::time::sleep(w.idle).await;
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                sync = true;
+                let wait = backoff(failures, interval);
+                tracing::warn!(provider = %id, failures, retry_in_ms = wait.as_millis() as u64, error = %e, "relay poll failed");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// What one long-poll round found.
+struct Waited {
+    devices_changed: bool,
+    /// How long to pause before the next round.
+    idle: Duration,
+}
+
+/// Holds one long-poll; when answers are there, polls (under the poll lock, from the
+/// stored cursor) and applies them.
+async fn long_poll(relay: &RelayLink, endpoint: &Endpoint) -> Result<Waited, RelayError> {
+    let since = load_cursors(relay).get(&endpoint.provider.id).cloned();
+    let started = tokio::time::Instant::now();
+    let batch = endpoint
+        .client
+        .answers_wait(
+            &endpoint.provider.installation_id,
+            since.as_deref(),
+            LONG_POLL,
+        )
+        .await?;
+    if !batch.responses.is_empty() {
+        poll_provider(relay, endpoint).await?;
+    }
+    let held = started.elapsed() >= HELD_AT_LEAST;
+    let idle = if batch.responses.is_empty() && !batch.devices_changed && !held {
+        relay.config()?.poll_interval()
+    } else {
+        Duration::ZERO
+    };
+    Ok(Waited {
+        devices_changed: batch.devices_changed,
+        idle,
+    })
 }

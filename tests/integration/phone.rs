@@ -311,3 +311,126 @@ async fn phone_questions_and_verdicts_not_signed_by_the_installation_are_not_sho
         .unwrap();
     assert_eq!(r.status, "accepted");
 }
+
+/// Waits (bounded) for the first stream event that `want` accepts.
+async fn next_matching(
+    rx: &mut tokio::sync::mpsc::Receiver<agentnotify::device::StreamEvent>,
+    what: &str,
+    want: impl Fn(&agentnotify::device::StreamEvent) -> bool,
+) -> agentnotify::device::StreamEvent {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(e)) if want(&e) => return e,
+            Ok(Some(_)) => {}
+            other => panic!("no {what} on the stream: {other:?}"),
+        }
+    }
+}
+
+/// With a 60 s poll interval the answer still reaches the broker at once: the broker holds
+/// a long-poll open at the Relay, which replies the moment the answer is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_answer_reaches_the_broker_over_the_long_poll_not_the_poll_interval() {
+    let s = Setup::new(60).await;
+    let q = s.api.ask_permission("Live?").await;
+    let id = q["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id);
+    let phone = s.phone();
+    let started = Instant::now();
+    let rid = phone
+        .answer(
+            &id,
+            &agentnotify::device::Answer::Choice("allow-once".into()),
+            None,
+        )
+        .await
+        .unwrap();
+    let (_, done) = s
+        .api
+        .get(&format!("/v1/interactions/{id}/wait?timeout=20"))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(done["status"], "answered", "{done}");
+    assert!(took < Duration::from_secs(3), "answer took {took:?}");
+    // The device hears the signed verdict by long-poll too.
+    let r = phone
+        .verdict(&rid, &id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(r.status, "accepted");
+}
+
+/// The device's stream: the snapshot on connect, new questions live, and after the Relay
+/// restarts mid-stream a reconnect with a fresh snapshot, then live again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_stream_is_live_and_survives_a_relay_restart() {
+    use agentnotify::device::StreamEvent;
+    let mut s = Setup::new(60).await;
+    let q1 = s.api.ask_permission("Before the stream").await;
+    let id1 = q1["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id1);
+    let mut phone = s.phone();
+    // Straight to the Relay: the test proxy buffers whole bodies, which a stream never ends.
+    phone.state.relay_url = s.relay.url.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let watcher = tokio::spawn(async move { phone.watch(tx).await });
+    let is_q =
+        |id: String| move |e: &StreamEvent| matches!(e, StreamEvent::Question(q) if q.id == id);
+    next_matching(&mut rx, "snapshot question", is_q(id1.clone())).await;
+    next_matching(&mut rx, "ready", |e| matches!(e, StreamEvent::Ready(1))).await;
+
+    let q2 = s.api.ask_permission("While streaming").await;
+    let id2 = q2["id"].as_str().unwrap().to_string();
+    next_matching(&mut rx, "live question", is_q(id2.clone())).await;
+
+    s.relay.restart(&s.home);
+    next_matching(&mut rx, "disconnect", |e| {
+        matches!(e, StreamEvent::Disconnected(_))
+    })
+    .await;
+    next_matching(&mut rx, "ready after reconnect", |e| {
+        matches!(e, StreamEvent::Ready(2))
+    })
+    .await;
+    let q3 = s.api.ask_permission("After the restart").await;
+    let id3 = q3["id"].as_str().unwrap().to_string();
+    next_matching(&mut rx, "live question after restart", is_q(id3)).await;
+    watcher.abort();
+}
+
+/// An answer that reaches the Relay while the broker is down is applied as soon as the
+/// broker is back, without waiting for a poll interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_answer_waiting_at_the_relay_is_applied_when_the_broker_restarts() {
+    let mut s = Setup::new(60).await;
+    let q = s
+        .api
+        .ask_permission("Answered while the desktop sleeps")
+        .await;
+    let id = q["id"].as_str().unwrap().to_string();
+    s.inbox_shows(&id);
+    s._daemon.kill9();
+    let phone = s.phone();
+    phone
+        .answer(
+            &id,
+            &agentnotify::device::Answer::Choice("deny".into()),
+            None,
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let daemon = crate::support::Daemon::start(&s.home, &[]);
+    let api = daemon.api(&s.home);
+    let (_, done) = api
+        .get(&format!("/v1/interactions/{id}/wait?timeout=20"))
+        .await;
+    assert_eq!(done["status"], "answered", "{done}");
+    assert_eq!(done["response"]["choice_id"], "deny");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

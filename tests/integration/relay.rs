@@ -23,6 +23,7 @@ pub(crate) const DENY: &str = r#"{"hookSpecificOutput":{"hookEventName":"Permiss
 pub(crate) struct RelayProc {
     pub(crate) child: Child,
     pub(crate) url: String,
+    args: Vec<std::ffi::OsString>,
 }
 
 impl RelayProc {
@@ -38,12 +39,25 @@ impl RelayProc {
         } else {
             &["--rate-limit", "100000", "--rate-burst", "100000"]
         };
+        let mut args: Vec<std::ffi::OsString> = vec!["--data".into(), data.into()];
+        args.extend(limits.iter().map(Into::into));
+        args.extend(extra.iter().map(|a| a.to_os_string()));
+        RelayProc::spawn(home, "0", args)
+    }
+
+    /// Stops the Relay and starts it again on the same port with the same data.
+    pub(crate) fn restart(&mut self, home: &Home) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port = self.url.rsplit(':').next().unwrap().to_string();
+        *self = RelayProc::spawn(home, &port, std::mem::take(&mut self.args));
+    }
+
+    fn spawn(home: &Home, port: &str, args: Vec<std::ffi::OsString>) -> RelayProc {
         let mut child = home
             .cmd(AGENTNOTIFY)
-            .args(["relay", "serve", "--port", "0", "--data"])
-            .arg(&data)
-            .args(limits)
-            .args(extra)
+            .args(["relay", "serve", "--port", port])
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -58,7 +72,7 @@ impl RelayProc {
             .find(|w| w.starts_with("http://") || w.starts_with("https://"))
             .unwrap_or_else(|| panic!("relay did not say where it listens: {line:?}"))
             .to_string();
-        RelayProc { child, url }
+        RelayProc { child, url, args }
     }
 }
 
@@ -281,8 +295,10 @@ impl Setup {
 
 /// Adds provider `home` at `url` with a consenting route, and pairs a device in `phone/`.
 pub(crate) fn register(home: &Home, url: &str, poll_interval: u64) -> PathBuf {
+    // 3600 means "poll only by hand": no background long-poll either.
+    let long_poll = poll_interval < 3600;
     home.write_config(&format!(
-        "[relay]\npoll_interval_seconds = {poll_interval}\n"
+        "[relay]\npoll_interval_seconds = {poll_interval}\nlong_poll = {long_poll}\n"
     ));
     let out = run(
         home,

@@ -70,8 +70,22 @@ impl RelayClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<T> {
+        self.call_within(method, path, body, None).await
+    }
+
+    /// [`Self::call`] with its own time limit (a long-poll outlasts the default 15 s).
+    async fn call_within<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Option<Duration>,
+    ) -> Result<T> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url);
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
         if let Some(t) = &self.token {
             req = req.bearer_auth(t.expose());
         }
@@ -188,6 +202,43 @@ impl RelayClient {
             .envelopes)
     }
 
+    /// Opens the device's event stream (`GET /v1/envelopes/events`); the caller reads the
+    /// body as it comes (`chunk`). No overall time limit: the stream lives until closed.
+    pub async fn open_events(&self) -> Result<reqwest::Response> {
+        let url = format!("{}/v1/envelopes/events", self.base);
+        let mut req = self
+            .http
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .timeout(Duration::from_secs(365 * 86_400));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t.expose());
+        }
+        let res = req
+            .send()
+            .await
+            .map_err(|e| RelayClientError::Unreachable {
+                url: self.base.clone(),
+                reason: without_url(&e),
+            })?;
+        let status = res.status().as_u16();
+        if status != 200 {
+            let value: Value = res
+                .json()
+                .await
+                .map_err(|_| RelayClientError::BadReply { status })?;
+            return Err(RelayClientError::Refused {
+                status,
+                code: value["code"].as_str().unwrap_or("error").to_string(),
+                message: value["error"]
+                    .as_str()
+                    .unwrap_or("no reason given")
+                    .to_string(),
+            });
+        }
+        Ok(res)
+    }
+
     pub async fn post_answer(&self, a: &AnswerPost) -> Result<AnswerResult> {
         let body = serde_json::to_value(a).expect("an answer serialises");
         self.call(Method::POST, "/v1/interaction-responses", Some(&body))
@@ -195,28 +246,56 @@ impl RelayClient {
     }
 
     pub async fn answer_status(&self, response_id: &str) -> Result<AnswerResult> {
+        self.answer_status_wait(response_id, Duration::ZERO).await
+    }
+
+    /// The verdict, waiting up to `wait` (at most 60 s) for the broker to judge.
+    pub async fn answer_status_wait(
+        &self,
+        response_id: &str,
+        wait: Duration,
+    ) -> Result<AnswerResult> {
         let id: String = form_urlencoded::byte_serialize(response_id.as_bytes()).collect();
-        self.call(
+        let secs = wait.as_secs().min(60);
+        self.call_within(
             Method::GET,
-            &format!("/v1/interaction-responses/{id}"),
+            &format!("/v1/interaction-responses/{id}?wait={secs}"),
             None,
+            Some(Duration::from_secs(secs + 15)),
         )
         .await
     }
 
     pub async fn answers(&self, installation_id: &str, since: Option<&str>) -> Result<AnswerBatch> {
+        self.answers_wait(installation_id, since, Duration::ZERO)
+            .await
+    }
+
+    /// Answers after `since`; with none yet, the Relay holds the request up to `wait` (at
+    /// most 60 s) and replies as soon as one arrives (SPEC §12.2).
+    pub async fn answers_wait(
+        &self,
+        installation_id: &str,
+        since: Option<&str>,
+        wait: Duration,
+    ) -> Result<AnswerBatch> {
+        let secs = wait.as_secs().min(60);
         let query = {
             let mut q = form_urlencoded::Serializer::new(String::new());
             q.append_pair("installation_id", installation_id);
             if let Some(c) = since {
                 q.append_pair("since", c);
             }
+            if secs > 0 {
+                q.append_pair("wait", &secs.to_string());
+            }
             q.finish()
         };
-        self.call(
+        self.call_within(
             Method::GET,
             &format!("/v1/interaction-responses?{query}"),
             None,
+            Some(Duration::from_secs(secs + 15)),
         )
         .await
     }

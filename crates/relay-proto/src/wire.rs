@@ -142,6 +142,9 @@ pub struct AnswerBatch {
     pub responses: Vec<AnswerPost>,
     /// Opaque; pass as `since` to get what came after this batch.
     pub cursor: Option<String>,
+    /// A long-poll ended early because a device registered or was removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub devices_changed: bool,
 }
 
 /// What became of an answer; the broker reports it, the phone reads it.

@@ -12,6 +12,9 @@ use hyper::{header, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
 
+use std::time::Duration;
+
+use crate::live::{Change, HEARTBEAT};
 use crate::store::{
     decode_cursor, encode_cursor, get, key2, put, sha256_hex, AnswerRecord, InstallationRecord,
     PairingRecord, RelayServer, StoreFail,
@@ -209,6 +212,9 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     put(&s.devices, device.device_id.as_bytes(), &device)?;
     let token = s.mint_token("device", &device.device_id)?;
     s.commit().await?;
+    s.announce(Change::Devices {
+        installation: device.installation_id.clone(),
+    });
     tracing::info!(device = %device.device_id, installation = %device.installation_id, "device registered");
     Ok(json_response(
         StatusCode::CREATED,
@@ -229,6 +235,12 @@ pub(crate) async fn delete_device(
     let removed = ours && s.remove_device(device_id)?;
     s.commit().await?;
     if removed {
+        s.announce(Change::DeviceRemoved {
+            device: device_id.to_string(),
+        });
+        s.announce(Change::Devices {
+            installation: inst.clone(),
+        });
         tracing::info!(device = %device_id, installation = %inst, "device removed");
     }
     Ok(json_response(
@@ -287,6 +299,10 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     let replaced = s.envelopes.contains_key(&key).map_err(StoreFail::from)?;
     put(&s.envelopes, &key, &e)?;
     s.commit().await?;
+    s.announce(Change::Envelope {
+        device: device.device_id.clone(),
+        envelope: std::sync::Arc::new(e.clone()),
+    });
     let status = if replaced {
         StatusCode::OK
     } else {
@@ -300,16 +316,32 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
 
 pub(crate) fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let device = s.device(req)?;
-    let now = Timestamp::now();
-    let mut out = Vec::new();
-    for entry in s.envelopes.scan_prefix(key2(&device.device_id, b"")) {
-        let (_, v) = entry.map_err(StoreFail::from)?;
-        let e: Envelope = serde_json::from_slice(&v).map_err(StoreFail::from)?;
-        if Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now) {
-            out.push(e);
-        }
-    }
+    let out = s.live_envelopes(&device.device_id)?;
     Ok(json_response(StatusCode::OK, &json!({ "envelopes": out })))
+}
+
+/// `GET /v1/envelopes/events`: the device's stream (every current envelope, `ready`, then
+/// changes as they happen).
+pub(crate) fn envelope_events(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let device = s.device(&req)?;
+    drop(req);
+    // Subscribed before the snapshot is read: a change in between is sent twice at worst.
+    let changes = s.feed.subscribe();
+    let snapshot = s.live_envelopes(&device.device_id)?;
+    let body = crate::live::device_stream(device.device_id, snapshot, changes, HEARTBEAT);
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(body)
+        .expect("static headers are valid"))
+}
+
+/// The `wait` query parameter of a long-poll (0–60 s).
+fn wait_param(q: &std::collections::HashMap<String, String>) -> Result<Duration, ApiError> {
+    Ok(Duration::from_secs(
+        query_int(q, "wait", 0, 60)?.unwrap_or(0),
+    ))
 }
 
 pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
@@ -438,13 +470,17 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
         .insert(&id_key, &seq.to_be_bytes())
         .map_err(StoreFail::from)?;
     s.commit().await?;
+    s.announce(Change::Answer {
+        installation: inst.clone(),
+    });
     tracing::info!(installation = %inst, device = %device.device_id, interaction = %rec.answer.interaction_id, "answer received");
     Ok(json_response(StatusCode::CREATED, &rec.result))
 }
 
-pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let inst = s.installation(req)?;
-    let q = query(req)?;
+pub(crate) async fn list_answers(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let inst = s.installation(&req)?;
+    let q = query(&req)?;
+    drop(req);
     match q.get("installation_id") {
         Some(asked) if asked == &inst => {}
         Some(_) => {
@@ -466,8 +502,34 @@ pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled 
         })?,
     };
     let limit = query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize;
-    let start = key2(&inst, &(since.saturating_add(1)).to_be_bytes());
-    let end = key2(&inst, &u64::MAX.to_be_bytes());
+    let wait = wait_param(&q)?;
+    let mut feed = s.feed.subscribe();
+    let mut batch = answers_after(s, &inst, since, limit)?;
+    if batch.responses.is_empty() && !wait.is_zero() {
+        let mut devices_changed = false;
+        crate::live::wait_for(&mut feed, wait, |c| match c {
+            Change::Answer { installation } => *installation == inst,
+            Change::Devices { installation } if *installation == inst => {
+                devices_changed = true;
+                true
+            }
+            _ => false,
+        })
+        .await;
+        batch = answers_after(s, &inst, since, limit)?;
+        batch.devices_changed = devices_changed;
+    }
+    Ok(json_response(StatusCode::OK, &batch))
+}
+
+fn answers_after(
+    s: &RelayServer,
+    inst: &str,
+    since: u64,
+    limit: usize,
+) -> Result<AnswerBatch, ApiError> {
+    let start = key2(inst, &(since.saturating_add(1)).to_be_bytes());
+    let end = key2(inst, &u64::MAX.to_be_bytes());
     let mut out = Vec::new();
     let mut last = since;
     for entry in s.answers.range(start..=end) {
@@ -479,11 +541,11 @@ pub(crate) fn list_answers(s: &RelayServer, req: &Request<Incoming>) -> Handled 
             break;
         }
     }
-    let batch = AnswerBatch {
+    Ok(AnswerBatch {
         responses: out,
         cursor: Some(encode_cursor(last)),
-    };
-    Ok(json_response(StatusCode::OK, &batch))
+        devices_changed: false,
+    })
 }
 
 #[derive(Deserialize)]
@@ -509,6 +571,7 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
     }
     let _w = s.write.lock().await;
     let mut updated = 0;
+    let mut changes = Vec::new();
     for r in b.results {
         let Some(seq) = s
             .answer_ids
@@ -529,37 +592,79 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
                     r.response_id.as_bytes(),
                 )
                 .map_err(StoreFail::from)?;
-            withdraw(s, &inst, &interaction)?;
+            changes.extend(withdraw(s, &inst, &interaction)?);
         }
+        changes.push(Change::Verdict {
+            device: rec.answer.device_id.clone(),
+            result: std::sync::Arc::new(r.clone()),
+        });
         rec.result = r;
         put(&s.answers, &key, &rec)?;
         updated += 1;
     }
     s.commit().await?;
+    for c in changes {
+        s.announce(c);
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({ "updated": updated }),
     ))
 }
 
-/// Removes an answered question from every device of the installation.
-fn withdraw(s: &RelayServer, inst: &str, interaction_id: &str) -> Result<(), StoreFail> {
+/// Removes a question from every device of the installation; returns the changes to
+/// announce once that is durable.
+pub(crate) fn withdraw(
+    s: &RelayServer,
+    inst: &str,
+    interaction_id: &str,
+) -> Result<Vec<Change>, StoreFail> {
     let event = question_event_id(interaction_id);
+    let mut out = Vec::new();
     for v in s.devices.iter().values() {
         let d: DeviceInfo = serde_json::from_slice(&v?)?;
-        if d.installation_id == inst {
-            s.envelopes.remove(key2(&d.device_id, event.as_bytes()))?;
+        if d.installation_id == inst
+            && s.envelopes
+                .remove(key2(&d.device_id, event.as_bytes()))?
+                .is_some()
+        {
+            out.push(Change::Withdrawn {
+                device: d.device_id,
+                event_id: event.clone(),
+            });
         }
     }
-    Ok(())
+    Ok(out)
 }
 
-pub(crate) fn answer_status(
+pub(crate) async fn answer_status(
     s: &RelayServer,
-    req: &Request<Incoming>,
+    req: Request<Incoming>,
     response_id: &str,
 ) -> Handled {
-    let device = s.device(req)?;
+    let device = s.device(&req)?;
+    let wait = wait_param(&query(&req)?)?;
+    drop(req);
+    let mut feed = s.feed.subscribe();
+    let result = answer_result(s, &device, response_id)?;
+    if result.status != "pending" || wait.is_zero() {
+        return Ok(json_response(StatusCode::OK, &result));
+    }
+    crate::live::wait_for(&mut feed, wait, |c| {
+        matches!(c, Change::Verdict { device: d, result } if *d == device.device_id && result.response_id == response_id)
+    })
+    .await;
+    Ok(json_response(
+        StatusCode::OK,
+        &answer_result(s, &device, response_id)?,
+    ))
+}
+
+fn answer_result(
+    s: &RelayServer,
+    device: &DeviceInfo,
+    response_id: &str,
+) -> Result<AnswerResult, ApiError> {
     let inst = &device.installation_id;
     let not_found = || ApiError::not_found("no answer with that response_id from this device");
     let seq = s
@@ -571,5 +676,5 @@ pub(crate) fn answer_status(
     if rec.answer.device_id != device.device_id {
         return Err(not_found());
     }
-    Ok(json_response(StatusCode::OK, &rec.result))
+    Ok(rec.result)
 }

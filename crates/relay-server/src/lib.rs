@@ -8,10 +8,12 @@
 //! - `store`: the durable state (sled), tokens kept only as hashes.
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
 //! - `handlers`: one function per route.
+//! - `live`: the feed of changes that long-polls and device streams wait on.
 //! - `cli`: the `serve` arguments, shared by both ways of starting it.
 
 pub mod cli;
 mod handlers;
+mod live;
 mod routes;
 mod store;
 

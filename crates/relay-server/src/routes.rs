@@ -147,12 +147,16 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
         (Method::POST, ["v1", "pairings"]) => handlers::register_pairing(s, req).await,
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
         (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
+        (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req),
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
-        (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, &req),
+        (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, req).await,
         (Method::POST, ["v1", "interaction-responses", "results"]) => {
             handlers::post_results(s, req).await
         }
-        (Method::GET, ["v1", "interaction-responses", id]) => handlers::answer_status(s, &req, id),
+        (Method::GET, ["v1", "interaction-responses", id]) => {
+            let id = id.to_string();
+            handlers::answer_status(s, req, &id).await
+        }
         (_, ["health"])
         | (
             _,

@@ -79,6 +79,9 @@ pub struct RelayServer {
     pub(crate) answered: sled::Tree,
     /// Serialises read-check-write sequences; a reference server needs no more.
     pub(crate) write: tokio::sync::Mutex<()>,
+    /// Changes, for long-polls and device streams (in memory: a restart ends every wait,
+    /// and clients re-read on reconnect).
+    pub(crate) feed: crate::live::Feed,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -184,7 +187,27 @@ impl RelayServer {
             answered: tree("answered")?,
             db,
             write: tokio::sync::Mutex::new(()),
+            feed: tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
         }))
+    }
+
+    /// Tells every waiter of a change (after it is durable).
+    pub(crate) fn announce(&self, change: crate::live::Change) {
+        let _ = self.feed.send(change);
+    }
+
+    /// The device's envelopes that have not expired.
+    pub(crate) fn live_envelopes(&self, device_id: &str) -> Result<Vec<Envelope>, StoreFail> {
+        let now = Timestamp::now();
+        let mut out = Vec::new();
+        for entry in self.envelopes.scan_prefix(key2(device_id, b"")) {
+            let (_, v) = entry?;
+            let e: Envelope = serde_json::from_slice(&v)?;
+            if Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now) {
+                out.push(e);
+            }
+        }
+        Ok(out)
     }
 
     /// Flushes every change so far to disk; a reply that reports a change waits for it.
