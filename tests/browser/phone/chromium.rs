@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::network::SetUserAgentOverrideParams;
 use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::page::{Page, ScreenshotParams};
@@ -15,6 +17,9 @@ use serde_json::Value;
 
 /// A Chromium on Android, so the page sees a phone.
 const PHONE_UA: &str = "Mozilla/5.0 (Linux; Android 15; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Mobile Safari/537.36";
+
+/// The emulated screen, in CSS pixels.
+const SCREEN: (i64, i64) = (412, 915);
 
 /// How long any one wait for the page may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -109,6 +114,16 @@ impl Phone {
         })
     }
 
+    /// Emulates the phone's screen, `height` CSS pixels tall.
+    async fn emulate(&self, height: i64) {
+        self.page
+            .execute(SetDeviceMetricsOverrideParams::new(
+                SCREEN.0, height, 2.0, true,
+            ))
+            .await
+            .expect("emulate the phone's screen");
+    }
+
     /// Closes the browser and waits for it to exit (dropping it kills it instead).
     pub async fn close(mut self) {
         let _ = self.browser.close().await;
@@ -170,28 +185,60 @@ impl Phone {
             .unwrap_or_else(|e| panic!("tap {selector}: {e}"));
     }
 
-    /// Types into the element `selector`.
+    /// Types `text` into the element `selector`, as a keyboard's text input would (any
+    /// script, not only the keys of a US layout).
     pub async fn type_into(&self, selector: &str, text: &str) {
         let e = self
             .page
             .find_element(selector)
             .await
             .unwrap_or_else(|e| panic!("no element {selector}: {e}"));
-        e.click().await.ok();
-        e.type_str(text)
+        e.focus()
+            .await
+            .unwrap_or_else(|e| panic!("focus {selector}: {e}"));
+        self.page
+            .execute(InsertTextParams::new(text))
             .await
             .unwrap_or_else(|e| panic!("type into {selector}: {e}"));
+    }
+
+    /// Fails if anything is wider than the screen (a phone page never scrolls sideways).
+    pub async fn assert_fits(&self, what: &str) {
+        let wide: Value = self
+            .eval(
+                r#"(() => {
+                    const w = document.documentElement.clientWidth;
+                    return [...document.querySelectorAll('body *')]
+                        .filter((e) => e.getBoundingClientRect().right > w + 1)
+                        .map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+                })()"#,
+            )
+            .await;
+        assert_eq!(wide, serde_json::json!([]), "{what}: wider than the screen");
     }
 
     /// A screenshot of the whole page (phone-sized), kept as `name` in
     /// `AGENTNOTIFY_SCREENSHOT_DIR` when set (the ones in `docs/` come from
     /// `AGENTNOTIFY_SCREENSHOT_DIR=docs cargo test --test browser phone::`).
     pub async fn screenshot(&self, name: &str) {
-        let png = self
-            .page
-            .screenshot(ScreenshotParams::builder().full_page(true).build())
+        self.assert_fits(name).await;
+        // The whole page at the phone's width, then the phone's screen again (chromiumoxide's
+        // own full-page capture drops the mobile emulation).
+        let height = self
+            .eval::<f64>("document.documentElement.scrollHeight")
             .await
-            .expect("a screenshot");
+            .ceil() as i64;
+        self.emulate(height.max(SCREEN.1)).await;
+        let shot = self
+            .page
+            .screenshot(
+                ScreenshotParams::builder()
+                    .capture_beyond_viewport(true)
+                    .build(),
+            )
+            .await;
+        self.emulate(SCREEN.1).await;
+        let png = shot.expect("a screenshot");
         assert!(
             png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5_000,
             "{name} is a real PNG"

@@ -12,7 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::world::{answer_on, card, paired_phone, verdict_on, World};
+use super::world::{answer_on, card, paired_phone, quiet, settled_card, verdict_on, World};
 
 /// The installation's side of the conversation, from the home's own files.
 struct Installation {
@@ -245,6 +245,8 @@ async fn a_multi_choice_question_shows_what_runs_exactly_and_its_answer_is_seale
         .unwrap()
         .contains("Cyrillic, Latin"));
     assert_eq!(shown["boxes"], json!(["lint", "unit", "e2e"]));
+    quiet(&phone).await;
+    settled_card(&phone, &id).await;
     phone.screenshot("phone-integrity.png").await;
 
     // Three is more than the question allows: said, not sent.
@@ -343,6 +345,7 @@ async fn envelopes_not_signed_by_your_computer_are_refused_and_never_shown() {
         .eval("document.querySelectorAll('#cards li.card:not(.forged)').length")
         .await;
     assert_eq!(cards, 0, "no refused envelope became a question");
+    quiet(&phone).await;
     phone.screenshot("phone-forged.png").await;
 
     // The genuine, unaltered envelope is shown: the checks refuse only what fails them.

@@ -9,7 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::world::{answer_on, paired_phone, verdict_on, World};
+use super::world::{answer_on, paired_phone, quiet, settled_card, verdict_on, World};
 use crate::support::{fixture, HOOK};
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -53,6 +53,9 @@ async fn paired_from_the_link_a_hooks_question_arrives_live_and_one_tap_answers_
         return;
     };
 
+    phone.screenshot("phone-paired.png").await;
+    quiet(&phone).await;
+
     // The broker admitted the phone under its name and announced it.
     let devices = world.devices();
     assert!(
@@ -95,6 +98,7 @@ async fn paired_from_the_link_a_hooks_question_arrives_live_and_one_tap_answers_
         text.contains(record["prompt"].as_str().unwrap().lines().next().unwrap()),
         "{text}"
     );
+    settled_card(&phone, &id).await;
     phone.screenshot("phone-question.png").await;
 
     // One tap answers it; the verdict shows; the hook prints the host's decision.
@@ -180,5 +184,84 @@ async fn paired_from_the_link_a_hooks_question_arrives_live_and_one_tap_answers_
         )
         .await;
     phone.screenshot("phone-history.png").await;
+    phone.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_answer_is_sealed_and_judged_and_always_allow_takes_a_second_tap() {
+    let world = World::new().await;
+    let Some(phone) = paired_phone(&world, "Pixel 8").await else {
+        return;
+    };
+    quiet(&phone).await;
+
+    // A choice among several.
+    let q = world
+        .ask(json!({"kind": "single_choice", "prompt": "Which database?", "choices": [
+            {"id": "pg", "label": "Postgres"}, {"id": "sqlite", "label": "SQLite", "detail": "one file"}]}))
+        .await;
+    let id = q["id"].as_str().unwrap();
+    answer_on(&phone, id, "button[data-choice='sqlite']").await;
+    assert_eq!(verdict_on(&phone, id).await.0, "accepted");
+    let r = world.record(id).await;
+    assert_eq!(
+        (&r["response"]["choice_id"], &r["response"]["source"]),
+        (&json!("sqlite"), &json!("relay"))
+    );
+
+    // Text, counted as typed and bounded.
+    let q = world
+        .ask(json!({"kind": "text", "prompt": "Name the branch", "text_max_length": 20}))
+        .await;
+    let id = q["id"].as_str().unwrap().to_string();
+    let sel = super::world::card(&id);
+    settled_card(&phone, &id).await;
+    phone
+        .type_into(&format!("{sel} textarea"), "fix/åßç-läuft")
+        .await;
+    let counter: String = phone
+        .eval(&format!(
+            "document.querySelector({sel:?}).querySelector('.counter').textContent"
+        ))
+        .await;
+    assert_eq!(counter, "13 / 20");
+    phone.tap(&format!("{sel} button[data-action=send]")).await;
+    assert_eq!(verdict_on(&phone, &id).await.0, "accepted");
+    assert_eq!(world.record(&id).await["response"]["text"], "fix/åßç-läuft");
+
+    // "Always allow": the first tap only asks; Cancel sends nothing; the confirm sends it.
+    let q = world
+        .ask(json!({"kind": "permission", "prompt": "Run npm ci?", "choices": [
+            {"id": "allow-once", "label": "Allow once"}, {"id": "allow-always", "label": "Always allow"}, {"id": "deny", "label": "Deny"}]}))
+        .await;
+    let id = q["id"].as_str().unwrap().to_string();
+    let sel = super::world::card(&id);
+    answer_on(&phone, &id, "button[data-choice='allow-always']").await;
+    phone
+        .wait(
+            "the confirm step",
+            &format!("document.querySelector({sel:?}).querySelector('.confirm')"),
+        )
+        .await;
+    settled_card(&phone, &id).await;
+    phone.screenshot("phone-always.png").await;
+    phone
+        .tap(&format!("{sel} button[data-action=cancel-always]"))
+        .await;
+    assert_eq!(
+        world.record(&id).await["status"],
+        "pending",
+        "the first tap sent nothing"
+    );
+    answer_on(&phone, &id, "button[data-choice='allow-always']").await;
+    settled_card(&phone, &id).await;
+    phone
+        .tap(&format!("{sel} button[data-action=confirm-always]"))
+        .await;
+    assert_eq!(verdict_on(&phone, &id).await.0, "accepted");
+    assert_eq!(
+        world.record(&id).await["response"]["choice_id"],
+        "allow-always"
+    );
     phone.close().await;
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::world::{answer_on, card, paired_phone, verdict_on, Relay, World};
+use super::world::{answer_on, card, paired_phone, quiet, verdict_on, Relay, World};
 use crate::support::Api;
 
 fn allow_deny(prompt: &str) -> Value {
@@ -110,6 +110,7 @@ async fn the_relay_down_is_said_clearly_and_the_app_recovers_on_its_own() {
         said.as_str().unwrap().contains("The Relay is unreachable"),
         "{said}"
     );
+    quiet(&phone).await;
     phone.screenshot("phone-offline.png").await;
 
     world.relay = Relay::start(&world.home, port);

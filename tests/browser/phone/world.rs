@@ -181,14 +181,8 @@ pub fn card(id: &str) -> String {
 /// Waits until question `id`'s card is shown and past its click guard, then taps `button`
 /// (a selector inside the card).
 pub async fn answer_on(phone: &super::chromium::Phone, id: &str, button: &str) {
-    let card = card(id);
-    phone
-        .wait(
-            "the card, past its click guard",
-            &format!("(() => {{ const c = document.querySelector({card:?}); return c && !c.hasAttribute('data-guard'); }})()"),
-        )
-        .await;
-    phone.tap(&format!("{card} {button}")).await;
+    settled_card(phone, id).await;
+    phone.tap(&format!("{} {button}", card(id))).await;
 }
 
 /// Waits until question `id`'s card shows a verdict, and returns `[verdict, message]`.
@@ -201,4 +195,25 @@ pub async fn verdict_on(phone: &super::chromium::Phone, id: &str) -> (String, St
         )
         .await;
     (v[0].as_str().unwrap().into(), v[1].as_str().unwrap().into())
+}
+
+/// Says "Not now" to the install and notification offers and closes the notice, so a
+/// screenshot shows the questions.
+pub async fn quiet(phone: &super::chromium::Phone) {
+    phone
+        .eval::<bool>(
+            "for (const id of ['install-later', 'notify-later']) { const b = document.getElementById(id); if (b.offsetParent) b.click(); } if (document.getElementById('banner').dataset.code === 'notice') document.getElementById('banner-action').click(); true",
+        )
+        .await;
+}
+
+/// Waits until question `id`'s card is past its click guard (and its arrival animation).
+pub async fn settled_card(phone: &super::chromium::Phone, id: &str) {
+    let card = card(id);
+    phone
+        .wait(
+            "the card, past its click guard",
+            &format!("(() => {{ const c = document.querySelector({card:?}); return c && !c.hasAttribute('data-guard'); }})()"),
+        )
+        .await;
 }

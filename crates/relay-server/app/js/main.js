@@ -126,7 +126,7 @@ function tick() {
       rec.expired = true;
       e.textContent = 'expired';
       e.setAttribute('data-urgent', '');
-      if (!rec.sent) {
+      if (!rec.mine) {
         setBusy(rec, true);
         rec.li.dataset.state = 'expired';
         rec.msg.textContent = 'This question expired. Your agent asks at its own terminal instead.';
@@ -344,6 +344,9 @@ function multiForm(rec) {
 async function send(rec, answer, what) {
   if (rec.li.getAttribute('aria-busy') === 'true' || rec.sent) return;
   setBusy(rec, true);
+  // From here the card is this phone's answer: a `withdrawn` that beats the Relay's reply
+  // (the answer was accepted that fast) must not take it away.
+  rec.mine = true;
   rec.msg.textContent = 'Sealing and sending…';
   rec.what = typeof what === 'string' ? short(what, 60) : what;
   let sent;
@@ -360,6 +363,7 @@ async function send(rec, answer, what) {
       store.remember(historyEntry(rec, { status: 'refused', reason: e.message }));
       finishLater(rec);
     } else {
+      rec.mine = false;
       setBusy(rec, false);
     }
     return;
@@ -452,7 +456,7 @@ async function onEnvelope(e) {
   }
   const old = state.cards.get(q.event_id);
   if (old) {
-    if (old.sent || old.q.request_digest === q.request_digest) return;
+    if (old.mine || old.q.request_digest === q.request_digest) return;
     dropCard(q.event_id);
   }
   const rec = buildCard(q);
@@ -485,7 +489,7 @@ function onWithdrawn(eventId) {
   closeNotification(eventId);
   const rec = state.cards.get(eventId);
   if (!rec) return;
-  if (rec.sent || rec.done) return; // this phone's own answer: its outcome stays shown
+  if (rec.mine || rec.done) return; // this phone's own answer: its outcome stays shown
   dropCard(eventId);
   store.remember(historyEntry(rec, { status: 'elsewhere' }));
   notice(`“${short(rec.q.prompt, 60)}” was answered or withdrawn elsewhere.`);
@@ -495,7 +499,7 @@ function onReady() {
   const seen = state.snapshot || new Set();
   state.snapshot = null;
   for (const [eventId, rec] of [...state.cards]) {
-    if (!seen.has(eventId) && !rec.sent && !rec.done) onWithdrawn(eventId);
+    if (!seen.has(eventId) && !rec.mine && !rec.done) onWithdrawn(eventId);
   }
   setLive('on');
   if (['unreachable', 'relay_error', 'rate_limited'].includes($('banner').dataset.code)) banner(null);
@@ -527,6 +531,8 @@ function startStream() {
     },
     event: onStreamEvent,
     down(err, retryIn) {
+      // A stream that broke after it worked is mended by the next try: no alarm yet.
+      if (err.code === 'broken') return setLive('connecting', 'Reconnecting…');
       setLive('off');
       const secs = Math.round(retryIn / 1000);
       banner(err.code || 'unreachable', `${err.message} Next try in ${secs} s.`, {
@@ -583,7 +589,7 @@ async function renderHistory() {
       el(
         'li',
         { class: 'card', 'data-id': h.id, 'data-status': h.status },
-        el('div', { class: 'meta' }, el('span', { class: 'status', 'data-status': h.status, text: OUTCOME[h.status] || h.status }), el('span', { class: 'agent', text: short(h.agent, 40) }), h.project ? el('span', { class: 'project', text: short(h.project, 60) }) : null, el('span', { class: 'left', text: new Date(h.at).toLocaleString() })),
+        el('div', { class: 'meta' }, el('span', { class: 'status', 'data-status': h.status, text: OUTCOME[h.status] || h.status }), el('span', { class: 'agent', text: short(h.agent, 40) }), h.project ? el('span', { class: 'project', text: short(h.project, 60) }) : null, el('span', { class: 'left', text: new Date(h.at).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' }) })),
         el('p', { class: 'prompt' }, shown(h.prompt)),
         h.answer ? el('p', { class: 'outcome' }, 'Your answer: ', el('strong', { text: h.answer })) : null,
         h.reason ? el('p', { class: 'outcome', text: h.reason }) : null,
@@ -796,6 +802,7 @@ async function start() {
       if (d.type === 'answered') {
         const rec = state.cards.get(d.event_id);
         if (rec && !rec.sent) {
+          rec.mine = true;
           rec.sent = d.sent;
           rec.what = d.what;
           setBusy(rec, true);

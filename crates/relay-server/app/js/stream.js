@@ -10,8 +10,10 @@ const RETRY_MAX_MS = 30000;
 
 /**
  * Keeps a stream open for `device` and calls `on.event(name, data)` for each event,
- * `on.up()` when connected, `on.down(error, retryInMs)` when it broke, `on.gone(error)` when
- * the device was removed (then it stops). Returns `{stop(), retryNow()}`.
+ * `on.up()` when connected, `on.down(error, retryInMs)` when it broke (`error.code` is
+ * `broken` for a stream that ended after connecting, which the next try usually mends;
+ * anything else means the Relay could not be reached or refused), `on.gone(error)` when the
+ * device was removed (then it stops). Returns `{stop(), retryNow()}`.
  */
 export function connect(device, on) {
   let stopped = false;
@@ -88,7 +90,7 @@ export function connect(device, on) {
           }
         }
       }
-      throw new PhoneError('unreachable', 'The connection to the Relay broke; reconnecting.');
+      throw new PhoneError('broken', 'The connection to the Relay broke; reconnecting.');
     } finally {
       clearTimeout(watchdog);
     }
