@@ -9,6 +9,7 @@ use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::network::SetUserAgentOverrideParams;
+use chromiumoxide::cdp::browser_protocol::target::SetAutoAttachParams;
 use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::page::{Page, ScreenshotParams};
 use futures::StreamExt;
@@ -103,6 +104,18 @@ impl Phone {
         let (browser, mut events) = Browser::launch(config).await.expect("start Chromium");
         let handler = tokio::spawn(async move { while events.next().await.is_some() {} });
         let page = browser.new_page("about:blank").await.expect("a page");
+        // chromiumoxide holds every new target until a debugger lets it run, and lets
+        // service workers wait forever: they start at once instead.
+        page.execute(
+            SetAutoAttachParams::builder()
+                .auto_attach(true)
+                .wait_for_debugger_on_start(false)
+                .flatten(true)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .expect("let service workers start");
         page.set_user_agent(SetUserAgentOverrideParams::new(PHONE_UA))
             .await
             .expect("a phone's user agent");

@@ -15,17 +15,17 @@ use serde_json::{json, Value};
 use super::world::{answer_on, card, paired_phone, quiet, settled_card, verdict_on, World};
 
 /// The installation's side of the conversation, from the home's own files.
-struct Installation {
+pub(super) struct Installation {
     id: String,
     token: String,
-    signing: SigningPair,
+    pub(super) signing: SigningPair,
     key: KeyPair,
     relay: String,
     http: reqwest::Client,
 }
 
 impl Installation {
-    fn of(world: &World) -> Installation {
+    pub(super) fn of(world: &World) -> Installation {
         let read = |name: &str| std::fs::read_to_string(world.home.path().join(name)).unwrap();
         let secrets: Value = serde_json::from_str(&read("relay_secrets.json")).unwrap();
         let id = read("config.toml")
@@ -70,7 +70,7 @@ impl Installation {
     }
 
     /// A question payload sealed to the device, as the broker would make it (unsigned).
-    async fn envelope(&self, question: &Value) -> Envelope {
+    pub(super) async fn envelope(&self, question: &Value) -> Envelope {
         let (device_id, device_key) = self.device().await;
         let event_id = format!("interaction:{}", question["id"].as_str().unwrap());
         let expires_at = question["expires_at"].as_str().unwrap().to_string();
@@ -100,7 +100,7 @@ impl Installation {
         }
     }
 
-    async fn post(&self, e: &Envelope) {
+    pub(super) async fn post(&self, e: &Envelope) {
         let r = self
             .http
             .post(format!("{}/v1/envelopes", self.relay))
@@ -152,7 +152,7 @@ impl Installation {
     }
 }
 
-fn question(id: &str, kind: &str, extra: Value) -> Value {
+pub(super) fn question(id: &str, kind: &str, extra: Value) -> Value {
     let now = Timestamp::now();
     let mut q = json!({
         "id": id, "key": null, "agent": "claude", "project": "shop", "session_id": "s1",
@@ -166,7 +166,7 @@ fn question(id: &str, kind: &str, extra: Value) -> Value {
     q
 }
 
-fn new_id() -> String {
+pub(super) fn new_id() -> String {
     agentnotify::model::new_id()
 }
 

@@ -4,6 +4,7 @@
 mod chromium;
 mod crafted;
 mod flow;
+mod push;
 mod resilience;
 mod static_app;
 mod vectors;

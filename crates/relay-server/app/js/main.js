@@ -798,7 +798,11 @@ async function start() {
     navigator.serviceWorker.register('sw.js', { type: 'module', scope: './' }).catch(() => {});
     navigator.serviceWorker.addEventListener('message', (e) => {
       const d = e.data || {};
-      if (d.type === 'withdrawn' && typeof d.event_id === 'string') onStreamEvent('withdrawn', { event_id: d.event_id });
+      // A doorbell the worker handled: news even if the stream missed it (down, in backoff).
+      if (d.type === 'doorbell' && typeof d.event_id === 'string') {
+        if (d.bell === 'withdrawn') onStreamEvent('withdrawn', { event_id: d.event_id });
+        else if ($('live').dataset.live !== 'on' && state.stream) state.stream.retryNow();
+      }
       if (d.type === 'answered') {
         const rec = state.cards.get(d.event_id);
         if (rec && !rec.sent) {
