@@ -106,3 +106,54 @@ async fn a_pairing_link_leaves_the_address_bar_and_the_history_at_once() {
     );
     phone.close().await;
 }
+
+/// Chromium's own check: manifest, service worker and icons make the app installable (it
+/// then offers "Add to home screen"); the icons are the sizes the manifest says.
+#[tokio::test]
+async fn the_app_is_installable() {
+    use chromiumoxide::cdp::browser_protocol::page::GetInstallabilityErrorsParams;
+    let app = StaticApp::start().await;
+    let Some(phone) = Phone::launch().await else {
+        return;
+    };
+    phone.goto(&format!("{}/app/", app.url)).await;
+    let active: bool = phone
+        .eval("navigator.serviceWorker.ready.then((r) => !!r.active)")
+        .await;
+    assert!(active, "the service worker is active");
+    let errors = phone
+        .page
+        .execute(GetInstallabilityErrorsParams::default())
+        .await
+        .unwrap()
+        .result
+        .installability_errors;
+    assert!(errors.is_empty(), "not installable: {errors:?}");
+    let icons: Value = phone
+        .eval(
+            r#"(async () => {
+                const m = await (await fetch('manifest.webmanifest')).json();
+                const out = [m.display, m.start_url, m.scope];
+                for (const i of m.icons.filter((i) => i.type === 'image/png')) {
+                    const img = new Image();
+                    img.src = i.src;
+                    await img.decode();
+                    out.push([i.sizes, `${img.naturalWidth}x${img.naturalHeight}`, i.purpose || 'any']);
+                }
+                return out;
+            })()"#,
+        )
+        .await;
+    assert_eq!(
+        icons,
+        json!([
+            "standalone",
+            "./",
+            "./",
+            ["192x192", "192x192", "any"],
+            ["512x512", "512x512", "any"],
+            ["512x512", "512x512", "maskable"]
+        ])
+    );
+    phone.close().await;
+}
