@@ -5,6 +5,9 @@
 //! provider". Sealing happens at delivery time, per device the provider lists and the
 //! pairing secret vouches for; the Relay stores one envelope per device and event id, so a
 //! delivery repeated after a crash or a manual re-publish replaces rather than duplicates.
+//!
+//! An entry `withdraw:{id}:{provider}` says "this settled question must leave the phones":
+//! the dispatcher deletes its envelopes at the Relay (SPEC §12.4), with the same retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,16 @@ pub struct OutboxEntry {
     pub created_at: Timestamp,
     /// Why the last attempt failed (no secrets, no content).
     pub last_error: Option<String>,
+    /// `publish` (absent in older entries) or `withdraw`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+}
+
+const WITHDRAW: &str = "withdraw";
+
+/// The outbox id of a withdrawal.
+pub fn withdraw_id(interaction_id: &str, provider: &str) -> String {
+    format!("withdraw:{interaction_id}:{provider}")
 }
 
 /// The outbox id: deterministic, so enqueuing twice is a no-op.
@@ -71,6 +84,7 @@ pub async fn enqueue(relay: &RelayLink, id: &str, force: bool) -> Result<usize, 
                     next_attempt_at: now,
                     created_at: now,
                     last_error: None,
+                    kind: String::new(),
                 }),
             })?;
     }
@@ -93,6 +107,11 @@ pub async fn run_publisher(relay: Arc<RelayLink>) {
             Ok(e) if e.topic == "interaction" && e.status == "pending" => {
                 auto_enqueue(&relay, &e.id).await;
             }
+            Ok(e) if e.topic == "interaction" => {
+                if let Err(err) = enqueue_withdrawal(&relay, &e.id).await {
+                    tracing::error!(id = %e.id, error = %err, "could not queue a withdrawal for relay");
+                }
+            }
             Ok(_) => {}
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
@@ -113,6 +132,44 @@ pub async fn run_publisher(relay: Arc<RelayLink>) {
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// Queues the withdrawal of a settled question from every provider its routes carried it
+/// to (and drops its delivery if it has not gone out yet).
+pub async fn enqueue_withdrawal(relay: &RelayLink, id: &str) -> Result<usize, RelayError> {
+    let cfg = relay.config()?;
+    if cfg.publishing_providers().is_empty() {
+        return Ok(0);
+    }
+    let record = match relay.broker.get(id).await {
+        Ok(r) => r,
+        Err(BrokerError::NotFound(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let now = Timestamp::now();
+    let providers = cfg.providers_for(&record);
+    for p in &providers {
+        relay.broker.remove_outbox(&outbox_id(id, &p.id))?;
+        let wid = withdraw_id(id, &p.id);
+        relay
+            .broker
+            .update_outbox::<OutboxEntry, _>(&wid, |stored| match stored {
+                Some(_) => None,
+                None => Some(OutboxEntry {
+                    id: wid.clone(),
+                    interaction_id: id.to_string(),
+                    provider: p.id.clone(),
+                    attempts: 0,
+                    next_attempt_at: now,
+                    created_at: now,
+                    last_error: None,
+                    kind: WITHDRAW.into(),
+                }),
+            })?;
+    }
+    relay.broker.commit_outbox().await?;
+    relay.dispatch_wake.notify_one();
+    Ok(providers.len())
 }
 
 async fn auto_enqueue(relay: &RelayLink, id: &str) {
@@ -151,7 +208,12 @@ async fn dispatch_due(relay: &RelayLink) -> Result<Option<Timestamp>, RelayError
             next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
             continue;
         }
-        match deliver(relay, &entry).await {
+        let attempt = if entry.kind == WITHDRAW {
+            withdraw(relay, &entry).await
+        } else {
+            deliver(relay, &entry).await
+        };
+        match attempt {
             Ok(devices) => {
                 relay.broker.remove_outbox(&entry.id)?;
                 tracing::info!(
@@ -159,7 +221,8 @@ async fn dispatch_due(relay: &RelayLink) -> Result<Option<Timestamp>, RelayError
                     provider = %entry.provider,
                     devices,
                     attempts = entry.attempts + 1,
-                    "question delivered to relay"
+                    action = if entry.kind == WITHDRAW { "withdrawn" } else { "delivered" },
+                    "relay outbox entry done"
                 );
             }
             Err(e) => {
@@ -238,6 +301,25 @@ async fn deliver(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayE
         sent += 1;
     }
     Ok(sent)
+}
+
+/// Deletes a settled question's envelopes at the provider's Relay; returns how many went.
+async fn withdraw(relay: &RelayLink, entry: &OutboxEntry) -> Result<usize, RelayError> {
+    let cfg = relay.config()?;
+    let endpoint = match relay.endpoint(&cfg, &entry.provider) {
+        Ok(e) => e,
+        Err(RelayError::UnknownProvider(_)) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let reason = match relay.broker.get(&entry.interaction_id).await {
+        Ok(r) => r.status.as_str(),
+        Err(_) => "settled",
+    };
+    let reply = endpoint
+        .client
+        .delete_envelope(&question_event_id(&entry.interaction_id), reason)
+        .await?;
+    Ok(reply["deleted"].as_u64().unwrap_or(0) as usize)
 }
 
 /// The sealed envelope of `record` for one device, signed by the installation.

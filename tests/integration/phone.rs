@@ -434,3 +434,356 @@ async fn phone_answer_waiting_at_the_relay_is_applied_when_the_broker_restarts()
         started.elapsed()
     );
 }
+
+/// A question settled on the desktop leaves the phone at once (SPEC §12.4): the broker
+/// deletes its envelopes at the Relay, the stream says `withdrawn`, and a late answer is
+/// told why it was not forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_settled_question_is_withdrawn_from_the_phone_within_a_second() {
+    use agentnotify::device::StreamEvent;
+    let s = Setup::new(60).await;
+    let mut phone = s.phone();
+    phone.state.relay_url = s.relay.url.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let watcher = {
+        let mut watching = s.phone();
+        watching.state.relay_url = s.relay.url.clone();
+        tokio::spawn(async move { watching.watch(tx).await })
+    };
+    next_matching(&mut rx, "ready", |e| matches!(e, StreamEvent::Ready(_))).await;
+    let q = s.api.ask_permission("Cancel me elsewhere").await;
+    let id = q["id"].as_str().unwrap().to_string();
+    let is_q = {
+        let id = id.clone();
+        move |e: &StreamEvent| matches!(e, StreamEvent::Question(q) if q.id == id)
+    };
+    next_matching(&mut rx, "question", is_q).await;
+    let question = phone.question(&id).await.unwrap();
+
+    let cancelled = Instant::now();
+    let (code, _) = s
+        .api
+        .post(
+            &format!("/v1/interactions/{id}/cancel"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let event = format!("interaction:{id}");
+    next_matching(
+        &mut rx,
+        "withdrawn",
+        |e| matches!(e, StreamEvent::Withdrawn(w) if *w == event),
+    )
+    .await;
+    let took = cancelled.elapsed();
+    assert!(took < Duration::from_secs(1), "withdrawal took {took:?}");
+    let (_, out, _) = s.device(&["inbox", "--json"]);
+    assert!(!out.contains(&id), "{out}");
+    // A late answer (sealed from the copy the phone had) is refused with the reason.
+    let post = phone.seal(
+        &phone.payload(
+            &question,
+            "r-late",
+            &agentnotify::device::Answer::Choice("allow-once".into()),
+        ),
+        &question.expires_at,
+    );
+    match phone.send(&post).await {
+        Err(agentnotify::device::DeviceError::Refused { code, .. }) => {
+            assert_eq!(code, "question_withdrawn")
+        }
+        other => panic!("{other:?}"),
+    }
+    watcher.abort();
+}
+
+/// The npm `web-push-testing` mock push service (it checks VAPID and decrypts RFC 8291),
+/// installed on first use into `target/npm/` (never globally); killed on drop.
+struct MockPush {
+    child: std::process::Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+static NPM_INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl MockPush {
+    fn start() -> MockPush {
+        use std::io::BufRead;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/web-push-testing");
+        let server = dir.join("node_modules/web-push-testing/src/bin/server.js");
+        {
+            let _one = NPM_INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+            if !server.exists() {
+                std::fs::create_dir_all(&dir).unwrap();
+                let ok = std::process::Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                    .arg(&dir)
+                    .arg("web-push-testing@1.2.2")
+                    .status()
+                    .expect("npm runs");
+                assert!(ok.success(), "npm install web-push-testing failed");
+            }
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new("node")
+            .arg(&server)
+            .arg(port.to_string())
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("node runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("running"), "{line:?}");
+        MockPush {
+            child,
+            url: format!("http://localhost:{port}"),
+            http: agentnotify_relay_proto::tls::plain_http_client()
+                .build()
+                .unwrap(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        r.json().await.unwrap_or(Value::Null)
+    }
+
+    /// The decrypted messages it received for `client`, waiting (bounded) for `n`.
+    async fn messages(&self, client: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let v = self
+                .post(
+                    "/get-notifications",
+                    serde_json::json!({ "clientHash": client }),
+                )
+                .await;
+            let got: Vec<Value> = v["data"]["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|m| serde_json::from_str(m.as_str().unwrap_or("null")).unwrap_or(Value::Null))
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {got:?} arrived, wanted {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for MockPush {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The device's own calls to the Relay (its token), for the push routes.
+async fn as_device(s: &Setup, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let phone = s.phone();
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .build()
+        .unwrap();
+    let mut req = http
+        .request(method.parse().unwrap(), format!("{}{path}", s.relay.url))
+        .bearer_auth(&phone.state.device_token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Web Push through a real (mock) push service that checks the VAPID token and decrypts
+/// the payload: each new question and each withdrawal rings a doorbell that names the event
+/// and nothing else; an expired subscription (410) is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_push_doorbells_pass_vapid_and_carry_no_secret() {
+    let s = Setup::new_with(60, &["--push-allow-http".as_ref()]).await;
+    let push = MockPush::start();
+    let (_, key) = as_device(&s, "GET", "/v1/push/vapid-public-key", None).await;
+    let vapid = key["public_key"].as_str().unwrap();
+    assert_eq!(
+        base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, vapid)
+            .unwrap()
+            .len(),
+        65
+    );
+    let sub = push
+        .post(
+            "/subscribe",
+            serde_json::json!({"userVisibleOnly": "true", "applicationServerKey": vapid}),
+        )
+        .await;
+    let sub = &sub["data"];
+    let client = sub["clientHash"].as_str().unwrap().to_string();
+    let body = serde_json::json!({"endpoint": sub["endpoint"], "expirationTime": null, "keys": sub["keys"]});
+    // Without --push-allow-http an http:// endpoint is refused, naming the field; here not.
+    let (code, v) = as_device(
+        &s,
+        "POST",
+        "/v1/devices/push-subscription",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
+    let (_, v) = as_device(&s, "GET", "/v1/devices/push-subscription", None).await;
+    assert_eq!(v["subscribed"], true);
+
+    let q = s
+        .api
+        .ask_permission("Push me: rm -rf /tmp/secret-prompt")
+        .await;
+    let id = q["id"].as_str().unwrap().to_string();
+    let got = push.messages(&client, 1).await;
+    assert_eq!(
+        got[0],
+        serde_json::json!({"type": "question", "event_id": format!("interaction:{id}")})
+    );
+    s.api
+        .post(
+            &format!("/v1/interactions/{id}/cancel"),
+            serde_json::json!({}),
+        )
+        .await;
+    let got = push.messages(&client, 2).await;
+    assert_eq!(
+        got[1],
+        serde_json::json!({"type": "withdrawn", "event_id": format!("interaction:{id}")})
+    );
+    let all = serde_json::to_string(&got).unwrap();
+    for secret in [
+        "secret-prompt",
+        q["nonce"].as_str().unwrap(),
+        q["request_digest"].as_str().unwrap(),
+    ] {
+        assert!(!all.contains(secret), "{secret} reached the push service");
+    }
+
+    // The push service says the subscription is gone: the Relay drops it.
+    push.post(
+        &format!("/expire-subscription/{client}"),
+        serde_json::json!({}),
+    )
+    .await;
+    s.api.ask_permission("After the subscription expired").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, v) = as_device(&s, "GET", "/v1/devices/push-subscription", None).await;
+        if v["subscribed"] == false {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a 410 did not drop the subscription"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A push service that answers 503 first: the Relay retries (with backoff) and the second
+/// try lands. A stub, counting what it gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_push_is_retried_after_a_push_service_error() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let s = Setup::new_with(60, &["--push-allow-http".as_ref()]).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/push/1", listener.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant, bool)>();
+    {
+        let hits = Arc::clone(&hits);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (hits, tx) = (Arc::clone(&hits), tx.clone());
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (hits, tx) = (Arc::clone(&hits), tx.clone());
+                            async move {
+                                let vapid = req
+                                    .headers()
+                                    .get("authorization")
+                                    .and_then(|v| v.to_str().ok())
+                                    .is_some_and(|v| v.starts_with("vapid t="))
+                                    && req
+                                        .headers()
+                                        .get("content-encoding")
+                                        .is_some_and(|v| v == "aes128gcm")
+                                    && req.headers().get("urgency").is_some_and(|v| v == "high");
+                                let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                                let _ = tx.send((n, Instant::now(), vapid));
+                                let status = if n == 1 { 503 } else { 201 };
+                                Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder()
+                                        .status(status)
+                                        .body(http_body_util::Full::new(bytes::Bytes::new()))
+                                        .unwrap(),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+    }
+    let ua = p256_point();
+    let body = serde_json::json!({"endpoint": endpoint, "keys": {"p256dh": ua, "auth": "AAECAwQFBgcICQoLDA0ODw"}});
+    let (code, v) = as_device(&s, "POST", "/v1/devices/push-subscription", Some(body)).await;
+    assert_eq!(code, 201, "{v}");
+    s.api.ask_permission("Retry the push").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let (n1, t1, vapid1) = tokio::time::timeout_at(deadline, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let (n2, t2, vapid2) = tokio::time::timeout_at(deadline, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((n1, n2), (1, 2));
+    assert!(
+        vapid1 && vapid2,
+        "VAPID, aes128gcm and Urgency: high on every try"
+    );
+    assert!(
+        t2 - t1 >= Duration::from_millis(900),
+        "retried after {:?}",
+        t2 - t1
+    );
+}
+
+/// A P-256 public point (a browser's `p256dh`), base64url.
+fn p256_point() -> String {
+    // Any valid point works for a stub that does not decrypt; this one is the generator.
+    let g =
+        "BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU";
+    g.to_string()
+}

@@ -202,8 +202,13 @@ pub(crate) struct Setup {
 impl Setup {
     /// `poll_interval`: seconds between background polls (large = poll only by hand).
     pub(crate) async fn new(poll_interval: u64) -> Setup {
+        Setup::new_with(poll_interval, &[]).await
+    }
+
+    /// With extra `relay serve` arguments.
+    pub(crate) async fn new_with(poll_interval: u64, extra: &[&std::ffi::OsStr]) -> Setup {
         let home = Home::new();
-        let relay = RelayProc::start(&home);
+        let relay = RelayProc::start_with(&home, extra);
         let proxy = Proxy::start(&relay.url).await;
         let url = proxy.url.clone();
         Setup::finish(home, relay, Some(proxy), &url, poll_interval)
@@ -558,8 +563,16 @@ async fn relay_down_during_publish_is_retried_and_delivered_once() {
     }
     s.proxy().set(PASS);
     s.inbox_shows(id);
-    let (_, st) = s.api.get("/v1/relay/status").await;
-    assert!(st["outbox"].as_array().unwrap().is_empty(), "{st}");
+    // The entry goes once the Relay confirmed (a moment after the phone can see it).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, st) = s.api.get("/v1/relay/status").await;
+        if st["outbox"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the outbox never drained: {st}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (_, out, _) = s.device(&["inbox", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(

@@ -191,6 +191,19 @@ impl RelayClient {
         self.call(Method::POST, "/v1/envelopes", Some(&body)).await
     }
 
+    /// Withdraws a question from every device of this installation; `reason` (answered,
+    /// cancelled, expired, superseded) is what a late answer is told.
+    pub async fn delete_envelope(&self, event_id: &str, reason: &str) -> Result<Value> {
+        let id: String = form_urlencoded::byte_serialize(event_id.as_bytes()).collect();
+        let reason: String = form_urlencoded::byte_serialize(reason.as_bytes()).collect();
+        self.call(
+            Method::DELETE,
+            &format!("/v1/envelopes/{id}?reason={reason}"),
+            None,
+        )
+        .await
+    }
+
     pub async fn envelopes(&self) -> Result<Vec<Envelope>> {
         #[derive(serde::Deserialize)]
         struct R {

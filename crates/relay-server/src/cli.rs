@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// Requests each client address may make in a burst.
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_burst: u32,
+    /// The contact push services see in VAPID tokens (mailto: or https:).
+    #[arg(long, value_name = "URI", default_value = crate::push::DEFAULT_SUBJECT)]
+    pub vapid_subject: String,
+    /// Accept http:// push endpoints (only for a local mock push service).
+    #[arg(long)]
+    pub push_allow_http: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +66,8 @@ impl ServeArgs {
             tls,
             rate_per_second: self.rate_limit,
             rate_burst: self.rate_burst,
+            vapid_subject: self.vapid_subject.clone(),
+            push_allow_http: self.push_allow_http,
         })
     }
 

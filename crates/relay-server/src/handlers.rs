@@ -222,6 +222,61 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     ))
 }
 
+/// `POST /v1/devices/push-subscription`: the device's `PushSubscription.toJSON()`.
+pub(crate) async fn subscribe_push(
+    s: &RelayServer,
+    req: Request<Incoming>,
+    allow_http: bool,
+) -> Handled {
+    let device = s.device(&req)?;
+    #[derive(Deserialize)]
+    struct Body {
+        endpoint: String,
+        keys: crate::push::SubscriptionKeys,
+    }
+    let b: Body = body(req).await?;
+    let sub = crate::push::Subscription {
+        endpoint: b.endpoint,
+        keys: b.keys,
+    };
+    sub.check(allow_http).map_err(ApiError::bad_request)?;
+    let _w = s.write.lock().await;
+    put(&s.push_subscriptions, device.device_id.as_bytes(), &sub)?;
+    s.commit().await?;
+    tracing::info!(device = %device.device_id, "push subscription stored");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({ "subscribed": true }),
+    ))
+}
+
+/// `GET /v1/devices/push-subscription`: whether this device gets pushes (and where).
+pub(crate) fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let sub: Option<crate::push::Subscription> =
+        get(&s.push_subscriptions, device.device_id.as_bytes())?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"subscribed": sub.is_some(), "endpoint": sub.map(|s| s.endpoint)}),
+    ))
+}
+
+/// `DELETE /v1/devices/push-subscription`.
+pub(crate) async fn unsubscribe_push(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req)?;
+    let _w = s.write.lock().await;
+    let removed = s
+        .push_subscriptions
+        .remove(device.device_id.as_bytes())
+        .map_err(StoreFail::from)?
+        .is_some();
+    s.commit().await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "removed": removed }),
+    ))
+}
+
 /// `DELETE /v1/devices/{id}`: the installation removes a device; its token stops working.
 pub(crate) async fn delete_device(
     s: &RelayServer,
@@ -311,6 +366,51 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     Ok(json_response(
         status,
         &json!({"device_id": device.device_id, "event_id": e.event_id, "replaced": replaced}),
+    ))
+}
+
+/// `DELETE /v1/envelopes/{event_id}`: the desktop settled the question; it leaves every
+/// device of the installation at once (SPEC §12.4).
+pub(crate) async fn delete_envelope(
+    s: &RelayServer,
+    req: &Request<Incoming>,
+    event_id: &str,
+) -> Handled {
+    let inst = s.installation(req)?;
+    let q = query(req)?;
+    let reason = match q.get("reason").map(String::as_str) {
+        None => "settled",
+        Some(r @ ("answered" | "cancelled" | "expired" | "superseded" | "settled")) => r,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "reason must be answered, cancelled, expired, superseded or settled",
+            ))
+        }
+    };
+    let event_id = event_id.replace("%3A", ":").replace("%3a", ":");
+    let interaction = event_id
+        .strip_prefix("interaction:")
+        .filter(|id| is_id(id))
+        .ok_or_else(|| {
+            ApiError::bad_request("event_id must be interaction:<32 lowercase hex characters>")
+        })?
+        .to_string();
+    let _w = s.write.lock().await;
+    let changes = withdraw(s, &inst, &interaction)?;
+    s.withdrawn
+        .insert(
+            key2(&inst, interaction.as_bytes()),
+            format!("{reason} {}", Timestamp::now().to_rfc3339()).as_bytes(),
+        )
+        .map_err(StoreFail::from)?;
+    s.commit().await?;
+    let deleted = changes.len();
+    for c in changes {
+        s.announce(c);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"event_id": event_id, "deleted": deleted}),
     ))
 }
 
@@ -424,6 +524,30 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
             );
         }
         return Ok(res);
+    }
+    let withdrawn = s
+        .withdrawn
+        .get(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    let answered_here = s
+        .answered
+        .contains_key(key2(&inst, a.interaction_id.as_bytes()))
+        .map_err(StoreFail::from)?;
+    match withdrawn {
+        Some(why) if !answered_here && why.starts_with(b"expired") => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "question_expired",
+                "the question has expired; the answer was not forwarded",
+            ))
+        }
+        Some(_) if !answered_here => {
+            return Err(conflict(
+                "question_withdrawn",
+                "the question was settled on the desktop (answered elsewhere or cancelled)",
+            ))
+        }
+        _ => {}
     }
     // Checked before the envelope: an answered question's envelope is withdrawn, and
     // "already answered" is the reason the phone should see.

@@ -9,16 +9,18 @@
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
 //! - `handlers`: one function per route.
 //! - `live`: the feed of changes that long-polls and device streams wait on.
+//! - `push`: Web Push doorbells (VAPID key, subscriptions, the sender).
 //! - `cli`: the `serve` arguments, shared by both ways of starting it.
 
 pub mod cli;
 mod handlers;
 mod live;
+mod push;
 mod routes;
 mod store;
 
 pub use cli::{ServeArgs, DEFAULT_RELAY_PORT};
-pub use routes::{run, serve, ServeOptions};
+pub use routes::{run, ServeOptions};
 pub use store::{RelayServer, RelayServerError};
 
 /// This build's version, reported by `/health`.

@@ -34,11 +34,39 @@ pub struct ServeOptions {
     pub rate_per_second: u32,
     /// Requests each client address may make in a burst.
     pub rate_burst: u32,
+    /// The `sub` of VAPID tokens (a mailto: or https: contact for push services).
+    pub vapid_subject: String,
+    /// Accept `http://` push endpoints (a local mock push service in tests).
+    pub push_allow_http: bool,
+}
+
+/// What the handlers need beyond the store.
+pub(crate) struct Context {
+    pub(crate) server: Arc<RelayServer>,
+    pub(crate) vapid: Arc<crate::push::Vapid>,
+    pub(crate) push_allow_http: bool,
 }
 
 /// Runs the Relay until SIGINT/SIGTERM/SIGHUP. `on_ready` gets the URL once it listens.
 pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), RelayServerError> {
     let server = RelayServer::open(&opts.data_dir)?;
+    let vapid = Arc::new(
+        crate::push::Vapid::load_or_create(&opts.data_dir, &opts.vapid_subject).map_err(|e| {
+            RelayServerError::Vapid {
+                path: opts.data_dir.join("vapid.key"),
+                source: e,
+            }
+        })?,
+    );
+    let pusher = tokio::spawn(crate::push::run_sender(
+        Arc::clone(&server),
+        Arc::clone(&vapid),
+    ));
+    let ctx = Arc::new(Context {
+        server: Arc::clone(&server),
+        vapid,
+        push_allow_http: opts.push_allow_http,
+    });
     let bind_error = |source| RelayServerError::Bind {
         addr: opts.addr.to_string(),
         source,
@@ -66,11 +94,12 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         opts.rate_per_second,
         opts.rate_burst,
     ));
-    let serving = tokio::spawn(serve(listener, Arc::clone(&server), tls, limiter, stop_rx));
+    let serving = tokio::spawn(serve(listener, ctx, tls, limiter, stop_rx));
     wait_for_signal().await;
     let _ = stop_tx.send(true);
     let _ = serving.await;
     pruner.abort();
+    pusher.abort();
     let _ = server.db.flush();
     Ok(())
 }
@@ -88,9 +117,9 @@ const CONNECTION: ConnectionOptions = ConnectionOptions {
 
 /// Serves the Relay API on a bound listener until `shutdown` turns true; over TLS when an
 /// acceptor is given; each client address within its rate.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
-    server: Arc<RelayServer>,
+    server: Arc<Context>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limiter: Arc<PerAddressLimiter>,
     shutdown: watch::Receiver<bool>,
@@ -128,7 +157,8 @@ pub async fn serve(
     .await
 }
 
-pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
+pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
+    let s = &*ctx.server;
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     let method = req.method().clone();
@@ -143,11 +173,25 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
         (Method::POST, ["v1", "installations"]) => handlers::register_installation(s, req).await,
         (Method::POST, ["v1", "devices"]) => handlers::register_device(s, req).await,
         (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req),
+        (Method::GET, ["v1", "push", "vapid-public-key"]) => Ok(json_response(
+            StatusCode::OK,
+            &json!({"public_key": ctx.vapid.public_key()}),
+        )),
+        (Method::POST, ["v1", "devices", "push-subscription"]) => {
+            handlers::subscribe_push(s, req, ctx.push_allow_http).await
+        }
+        (Method::GET, ["v1", "devices", "push-subscription"]) => {
+            handlers::push_subscription(s, &req)
+        }
+        (Method::DELETE, ["v1", "devices", "push-subscription"]) => {
+            handlers::unsubscribe_push(s, &req).await
+        }
         (Method::DELETE, ["v1", "devices", id]) => handlers::delete_device(s, &req, id).await,
         (Method::POST, ["v1", "pairings"]) => handlers::register_pairing(s, req).await,
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
         (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
         (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req),
+        (Method::DELETE, ["v1", "envelopes", id]) => handlers::delete_envelope(s, &req, id).await,
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
         (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, req).await,
         (Method::POST, ["v1", "interaction-responses", "results"]) => {
@@ -162,7 +206,8 @@ pub(crate) async fn route(s: &RelayServer, req: Request<Incoming>) -> Handled {
             _,
             ["v1", "installations" | "devices" | "pairings" | "envelopes" | "interaction-responses"],
         )
-        | (_, ["v1", "devices", _])
+        | (_, ["v1", "devices" | "envelopes", _])
+        | (_, ["v1", "push", "vapid-public-key"])
         | (_, ["v1", "interaction-responses", _]) => Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -31,6 +31,12 @@ pub enum RelayServerError {
         #[source]
         source: sled::Error,
     },
+    #[error("cannot read or create the VAPID key {path}: {source}")]
+    Vapid {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -69,6 +75,8 @@ pub struct RelayServer {
     pub(crate) device_tokens: sled::Tree,
     /// sha256(pairing token) → [`PairingRecord`]: single-use, short-lived codes.
     pub(crate) pairings: sled::Tree,
+    /// device id → its Web Push subscription (`push::Subscription`).
+    pub(crate) push_subscriptions: sled::Tree,
     /// device ‖ 0 ‖ event id → [`Envelope`].
     pub(crate) envelopes: sled::Tree,
     /// installation ‖ 0 ‖ seq (big endian) → [`AnswerRecord`].
@@ -77,6 +85,8 @@ pub struct RelayServer {
     pub(crate) answer_ids: sled::Tree,
     /// installation ‖ 0 ‖ interaction id → accepted response id.
     pub(crate) answered: sled::Tree,
+    /// installation ‖ 0 ‖ interaction id → when the desktop withdrew it (RFC 3339).
+    pub(crate) withdrawn: sled::Tree,
     /// Serialises read-check-write sequences; a reference server needs no more.
     pub(crate) write: tokio::sync::Mutex<()>,
     /// Changes, for long-polls and device streams (in memory: a restart ends every wait,
@@ -181,10 +191,12 @@ impl RelayServer {
             devices: tree("devices")?,
             device_tokens: tree("device_tokens")?,
             pairings: tree("pairings")?,
+            push_subscriptions: tree("push_subscriptions")?,
             envelopes: tree("envelopes")?,
             answers: tree("answers")?,
             answer_ids: tree("answer_ids")?,
             answered: tree("answered")?,
+            withdrawn: tree("withdrawn")?,
             db,
             write: tokio::sync::Mutex::new(()),
             feed: tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
@@ -313,6 +325,7 @@ impl RelayServer {
     /// Removes a device with its token and envelopes. Returns whether it existed.
     pub(crate) fn remove_device(&self, device_id: &str) -> Result<bool, StoreFail> {
         let existed = self.devices.remove(device_id.as_bytes())?.is_some();
+        self.push_subscriptions.remove(device_id.as_bytes())?;
         if let Some(hash) = self.device_tokens.remove(device_id.as_bytes())? {
             self.tokens.remove(hash)?;
         }
@@ -342,6 +355,17 @@ impl RelayServer {
                 .is_none_or(|t| t.plus(EXPIRED_GRACE) < now);
             if expired {
                 self.envelopes.remove(k)?;
+            }
+        }
+        for entry in self.withdrawn.iter() {
+            let (k, v) = entry?;
+            let old = std::str::from_utf8(&v)
+                .ok()
+                .and_then(|v| v.rsplit(' ').next())
+                .and_then(Timestamp::parse_rfc3339)
+                .is_none_or(|t| t.plus(ANSWER_RETENTION) < now);
+            if old {
+                self.withdrawn.remove(k)?;
             }
         }
         for entry in self.answers.iter() {
