@@ -127,11 +127,11 @@ impl Phone {
         })
     }
 
-    /// Emulates the phone's screen, `height` CSS pixels tall.
-    async fn emulate(&self, height: i64) {
+    /// Emulates the phone's screen, `height` CSS pixels tall, `scale` device pixels each.
+    async fn emulate(&self, height: i64, scale: f64) {
         self.page
             .execute(SetDeviceMetricsOverrideParams::new(
-                SCREEN.0, height, 2.0, true,
+                SCREEN.0, height, scale, true,
             ))
             .await
             .expect("emulate the phone's screen");
@@ -235,13 +235,14 @@ impl Phone {
     /// `AGENTNOTIFY_SCREENSHOT_DIR=docs cargo test --test browser phone::`).
     pub async fn screenshot(&self, name: &str) {
         self.assert_fits(name).await;
-        // The whole page at the phone's width, then the phone's screen again (chromiumoxide's
-        // own full-page capture drops the mobile emulation).
+        // The whole page at the phone's width (one device pixel per CSS pixel keeps the files
+        // small), then the phone's screen again (chromiumoxide's own full-page capture drops
+        // the mobile emulation).
         let height = self
             .eval::<f64>("document.documentElement.scrollHeight")
             .await
             .ceil() as i64;
-        self.emulate(height.max(SCREEN.1)).await;
+        self.emulate(height.max(SCREEN.1), 1.0).await;
         let shot = self
             .page
             .screenshot(
@@ -250,7 +251,7 @@ impl Phone {
                     .build(),
             )
             .await;
-        self.emulate(SCREEN.1).await;
+        self.emulate(SCREEN.1, 2.0).await;
         let png = shot.expect("a screenshot");
         assert!(
             png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5_000,

@@ -235,7 +235,7 @@ function choiceButtons(rec) {
       el('span', { class: 'label' }, shown(c.label)),
       c.detail ? el('span', { class: 'detail' }, shown(c.detail)) : null,
     );
-    b.addEventListener('click', () => (isAlways(c) ? confirmAlways(rec, c, box) : send(rec, { choice_id: c.id }, c.label)));
+    b.addEventListener('click', () => (isAlways(c) ? confirmAlways(rec, c, box, b) : choose(rec, b, { choice_id: c.id }, c.label)));
     box.append(b);
   }
   const wrap = el('div', {}, box);
@@ -243,8 +243,17 @@ function choiceButtons(rec) {
   return wrap;
 }
 
+// The tapped button stays marked on the card, so its outcome reads "this is what you chose".
+function choose(rec, button, answer, what) {
+  if (rec.mine) return;
+  button.setAttribute('data-chosen', '');
+  send(rec, answer, what).then(() => {
+    if (!rec.mine) button.removeAttribute('data-chosen');
+  });
+}
+
 // "Always allow" changes what the agent may do from now on: it takes a second, deliberate tap.
-function confirmAlways(rec, c, box) {
+function confirmAlways(rec, c, box, button) {
   box.hidden = true;
   const yes = el('button', { type: 'button', class: 'btn allow', 'data-action': 'confirm-always' }, 'Yes, ', shown(c.label));
   const no = el('button', { type: 'button', class: 'btn', 'data-action': 'cancel-always', text: 'Cancel' });
@@ -263,7 +272,7 @@ function confirmAlways(rec, c, box) {
   yes.addEventListener('click', () => {
     panel.remove();
     box.hidden = false;
-    send(rec, { choice_id: c.id }, c.label);
+    choose(rec, button, { choice_id: c.id }, c.label);
   });
   box.after(panel);
   arm(rec.li);
@@ -370,6 +379,7 @@ async function send(rec, answer, what) {
   }
   rec.sent = sent;
   rec.li.dataset.state = 'sent';
+  afterListChange();
   rec.msg.textContent = `Sent ${rec.what}. Waiting for your computer…`;
   store.remember(historyEntry(rec, { status: 'sent' }));
   const abort = new AbortController();
@@ -413,6 +423,7 @@ async function verdict(rec, v) {
 function finishLater(rec) {
   if (rec.done) return;
   rec.done = true;
+  afterListChange();
   const dismiss = el('button', { type: 'button', class: 'btn ghost small', 'data-action': 'dismiss', text: 'Dismiss' });
   dismiss.addEventListener('click', () => dropCard(rec.q.event_id));
   rec.msg.after(dismiss);
@@ -562,10 +573,10 @@ async function closeNotification(eventId) {
 }
 
 function afterListChange() {
-  const n = state.cards.size;
+  const n = [...state.cards.values()].filter((r) => !r.mine && !r.done).length;
   $('count').textContent = String(n);
   $('count').dataset.n = String(n);
-  $('empty').hidden = n > 0 || state.forged.size > 0;
+  $('empty').hidden = state.cards.size > 0 || state.forged.size > 0;
   document.title = n > 0 ? `(${n}) agentnotify` : 'agentnotify';
   guardMoved();
   tick();
