@@ -7,6 +7,7 @@ mod flow;
 mod push;
 mod resilience;
 mod static_app;
+mod timing;
 mod vectors;
 mod welcome;
 mod world;
