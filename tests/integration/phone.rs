@@ -787,3 +787,52 @@ fn p256_point() -> String {
         "BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU";
     g.to_string()
 }
+
+/// `relay serve` serves the phone app at `/app/` with the strict CSP and the right types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_app_is_served_at_app_with_a_strict_csp() {
+    let home = Home::new();
+    let relay = crate::relay::RelayProc::start(&home);
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http.get(format!("{}/app", relay.url)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 308);
+    assert_eq!(r.headers()["location"], "/app/");
+    let r = http
+        .get(format!("{}/app/", relay.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["content-type"], "text/html; charset=utf-8");
+    let csp = h["content-security-policy"].to_str().unwrap();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "no-referrer");
+    assert!(r.text().await.unwrap().contains("<html"));
+    for missing in ["/app/nope.js", "/app/.secret", "/app/index.exe"] {
+        let r = http
+            .get(format!("{}{missing}", relay.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404, "{missing}");
+    }
+    let r = http
+        .post(format!("{}/app/", relay.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+}

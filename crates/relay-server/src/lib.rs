@@ -5,6 +5,7 @@
 //! It is deliberately dumb: it routes opaque sealed boxes and never judges an answer — the
 //! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`.
 //!
+//! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP.
 //! - `store`: the durable state (sled), tokens kept only as hashes.
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
 //! - `handlers`: one function per route.
@@ -12,6 +13,7 @@
 //! - `push`: Web Push doorbells (VAPID key, subscriptions, the sender).
 //! - `cli`: the `serve` arguments, shared by both ways of starting it.
 
+mod app;
 pub mod cli;
 mod handlers;
 mod live;

@@ -162,6 +162,18 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     let method = req.method().clone();
+    if let Some(rest) = path.strip_prefix("/app") {
+        if rest.is_empty() || rest.starts_with('/') {
+            return match method {
+                Method::GET => crate::app::serve(rest),
+                _ => Err(ApiError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    "the app is served with GET only",
+                )),
+            };
+        }
+    }
     if method == Method::POST {
         handlers::require_json(&req)?;
     }
