@@ -6,7 +6,6 @@ mod crafted;
 mod flow;
 mod push;
 mod resilience;
-mod static_app;
 mod timing;
 mod vectors;
 mod welcome;

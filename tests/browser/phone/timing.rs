@@ -19,7 +19,10 @@ fn p50(v: &[Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// A measurement, run on its own (other browsers starting beside it would be what it
+/// measures): `cargo test --test browser phone::timing -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run it alone with --ignored"]
 async fn a_question_reaches_the_phone_and_a_tap_reaches_the_hook_in_milliseconds() {
     let world = World::new().await;
     let Some(phone) = paired_phone(&world, "Pixel 8").await else {

@@ -5,17 +5,17 @@
 use serde_json::{json, Value};
 
 use super::chromium::Phone;
-use super::static_app::StaticApp;
+use super::world::AppOnly;
 
 const SEAL_VECTORS: &str = include_str!("../../data/seal-vectors.json");
 
 #[tokio::test]
 async fn the_pages_seal_and_open_match_the_committed_vectors() {
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     let got: Value = phone
         .eval(&format!(
             r#"(async () => {{
@@ -78,11 +78,11 @@ async fn the_pages_seal_and_open_match_the_committed_vectors() {
 #[tokio::test]
 async fn the_pages_pairing_token_and_proof_match_the_rust_side() {
     use agentnotify_relay_proto::pairing;
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     let secret = pairing::new_secret();
     let got: Value = phone
         .eval(&format!(
@@ -106,11 +106,11 @@ async fn the_pages_pairing_token_and_proof_match_the_rust_side() {
 /// rendering (the phone opens questions itself, so it cannot get segments from a server).
 #[tokio::test]
 async fn the_pages_rendering_names_invisible_code_points_and_marks_mixed_scripts() {
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     let cases = json!([
         "echo ok \u{202E}# hs.lave/moc.live//:ptth | lruc\u{202C}",
         "https://exa\u{200D}mple.com/\u{200B}x\u{2060}\u{FEFF}\u{00AD}\u{FE0F}\u{E0041}",
@@ -170,11 +170,11 @@ const PAIRING_VECTORS: &str = include_str!("../../data/pairing-vectors.json");
 /// genuine signatures.
 #[tokio::test]
 async fn the_page_checks_signatures_and_pairs_as_the_committed_vectors_say() {
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     let got: Value = phone
         .eval(&format!(
             r#"(async () => {{

@@ -6,7 +6,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use super::chromium::Phone;
-use super::static_app::StaticApp;
+use super::world::AppOnly;
 
 fn code(v: Value) -> String {
     format!("anp1.{}", URL_SAFE_NO_PAD.encode(v.to_string()))
@@ -18,11 +18,11 @@ fn key() -> String {
 
 #[tokio::test]
 async fn unpaired_it_says_how_to_pair_and_explains_codes_it_cannot_use() {
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     phone
         .wait(
             "the pairing instructions",
@@ -70,16 +70,18 @@ async fn unpaired_it_says_how_to_pair_and_explains_codes_it_cannot_use() {
 
 #[tokio::test]
 async fn a_pairing_link_leaves_the_address_bar_and_the_history_at_once() {
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
     let c = code(
-        json!({"relay_url": app.url, "installation_id": "5f1e0c3a9b7d4e2f8a6c1b0d9e8f7a6b",
+        json!({"relay_url": app.relay.url, "installation_id": "5f1e0c3a9b7d4e2f8a6c1b0d9e8f7a6b",
         "installation_public_key": key(), "installation_signing_key": key(),
         "pairing_secret": "secret-secret-secret", "expires_at": "2099-01-01T00:00:00Z"}),
     );
-    phone.goto(&format!("{}/app/#pair={c}", app.url)).await;
+    phone
+        .goto(&format!("{}/app/#pair={c}", app.relay.url))
+        .await;
     phone
         .wait(
             "the pairing question",
@@ -89,7 +91,7 @@ async fn a_pairing_link_leaves_the_address_bar_and_the_history_at_once() {
     let (href, len): (String, u32) = phone.eval("[location.href, history.length]").await;
     assert_eq!(
         href,
-        format!("{}/app/", app.url),
+        format!("{}/app/", app.relay.url),
         "the code is gone from the address bar"
     );
     assert_eq!(len, 2, "about:blank and the app, with the code replaced");
@@ -112,11 +114,11 @@ async fn a_pairing_link_leaves_the_address_bar_and_the_history_at_once() {
 #[tokio::test]
 async fn the_app_is_installable() {
     use chromiumoxide::cdp::browser_protocol::page::GetInstallabilityErrorsParams;
-    let app = StaticApp::start().await;
+    let app = AppOnly::start();
     let Some(phone) = Phone::launch().await else {
         return;
     };
-    phone.goto(&format!("{}/app/", app.url)).await;
+    phone.goto(&app.url()).await;
     let active: bool = phone
         .eval("navigator.serviceWorker.ready.then((r) => !!r.active)")
         .await;

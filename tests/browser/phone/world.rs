@@ -1,13 +1,12 @@
 //! Everything a phone talks to, for real: a temp home with a broker (`agentnotify daemon`),
-//! a Relay (`agentnotify relay serve`), a provider with a consenting route, and the app on
-//! the Relay's origin.
+//! a Relay (`agentnotify relay serve`, which serves the app at `/app/`) and a provider with a
+//! consenting route.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 use serde_json::{json, Value};
 
-use super::static_app::StaticApp;
 use crate::support::{Api, Daemon, Home, AGENTNOTIFY};
 
 /// A running `agentnotify relay serve`; killed on drop.
@@ -58,11 +57,30 @@ impl Drop for Relay {
     }
 }
 
+/// A Relay alone, serving the app: for the tests of the page's own modules.
+pub struct AppOnly {
+    pub relay: Relay,
+    _home: Home,
+}
+
+impl AppOnly {
+    pub fn start() -> AppOnly {
+        let home = Home::new();
+        AppOnly {
+            relay: Relay::start(&home, 0),
+            _home: home,
+        }
+    }
+
+    /// The app's page.
+    pub fn url(&self) -> String {
+        format!("{}/app/", self.relay.url)
+    }
+}
+
 pub struct World {
     pub home: Home,
     pub relay: Relay,
-    /// The app on the Relay's origin (what the pairing link points at).
-    _front: StaticApp,
     _daemon: Daemon,
     pub api: Api,
 }
@@ -72,7 +90,6 @@ impl World {
     pub async fn new() -> World {
         let home = Home::new();
         let relay = Relay::start(&home, 0);
-        let front = StaticApp::in_front_of(Some(relay.url.clone())).await;
         let (code, out, err) = run(
             &home,
             &[
@@ -80,7 +97,7 @@ impl World {
                 "add",
                 "home",
                 "--url",
-                &front.url,
+                &relay.url,
                 "--include-message",
             ],
         );
@@ -90,7 +107,6 @@ impl World {
         World {
             home,
             relay,
-            _front: front,
             _daemon: daemon,
             api,
         }
