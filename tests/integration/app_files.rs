@@ -149,3 +149,21 @@ fn the_page_has_a_strict_policy_and_no_inline_code() {
         assert!(!html.contains(handler), "no inline handler {handler}");
     }
 }
+
+/// The service worker keeps every script, style and page of the app for offline use: its
+/// list names each of them (a file added to the app and forgotten there would be missing
+/// when the Relay is out of reach).
+#[test]
+fn the_service_workers_offline_list_names_every_file_the_page_loads() {
+    let sw = read(&app().join("sw.js"));
+    for f in files(&app()) {
+        let rel = f.strip_prefix(app()).unwrap().to_str().unwrap().to_string();
+        if rel == "sw.js" || !matches!(ext(&f), "js" | "css" | "html" | "webmanifest") {
+            continue;
+        }
+        assert!(
+            sw.contains(&format!("'{rel}'")),
+            "sw.js does not keep {rel} for offline use"
+        );
+    }
+}

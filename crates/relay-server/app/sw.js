@@ -4,8 +4,32 @@
 import { onPush, onNotificationClick } from './js/push.js';
 
 const CACHE = 'agentnotify-app-v1';
+// Everything the page loads, kept at install so the app opens with the Relay out of reach
+// (a test checks this list against the folder).
+const SHELL = [
+  './',
+  'index.html',
+  'app.css',
+  'manifest.webmanifest',
+  'icon.svg',
+  'icon-192.png',
+  'js/main.js',
+  'js/phone.js',
+  'js/crypto.js',
+  'js/render.js',
+  'js/store.js',
+  'js/stream.js',
+  'js/push.js',
+  'vendor/noble-ciphers/chacha.js',
+  'vendor/noble-ciphers/_arx.js',
+  'vendor/noble-ciphers/_poly1305.js',
+  'vendor/noble-ciphers/utils.js',
+];
 
-self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('install', (e) => {
+  self.skipWaiting();
+  e.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)));
+});
 self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
 
 // The app's files: from the network when it answers (so an update shows at once), else the

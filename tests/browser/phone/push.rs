@@ -215,3 +215,40 @@ async fn a_doorbell_for_an_envelope_your_computer_did_not_sign_shows_only_the_re
     assert_eq!(shown[0]["actions"], json!([]), "and it cannot be answered");
     phone.close().await;
 }
+
+/// "Allow notifications" takes the Relay's VAPID key to the browser's push service. Headless
+/// Chromium cannot reach one offline (it never answers), so this is the path where the
+/// subscription fails: said plainly, and the app goes on working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowing_notifications_takes_the_relays_key_and_says_when_the_push_service_fails() {
+    let world = World::new().await;
+    let Some(phone) = paired_phone(&world, "Pixel 8").await else {
+        return;
+    };
+    let origin: String = phone.eval("location.origin").await;
+    worker(&phone, &origin).await;
+    phone.tap("#notify-go").await;
+    phone
+        .wait(
+            "the Relay's key taken to the push service",
+            "document.getElementById('notify-msg').textContent.includes('push service')",
+        )
+        .await;
+    let said = phone
+        .wait(
+            "what came of it",
+            "document.getElementById('notify-msg').textContent.includes('could not subscribe') && document.getElementById('notify-msg').textContent",
+        )
+        .await;
+    assert!(
+        said.as_str().unwrap().contains("still shows questions"),
+        "{said}"
+    );
+    assert_eq!(
+        phone
+            .eval::<String>("document.getElementById('live').dataset.live")
+            .await,
+        "on"
+    );
+    phone.close().await;
+}

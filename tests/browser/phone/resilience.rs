@@ -98,6 +98,10 @@ async fn the_relay_down_is_said_clearly_and_the_app_recovers_on_its_own() {
     let Some(phone) = paired_phone(&world, "Pixel 8").await else {
         return;
     };
+    let kept: bool = phone
+        .eval("navigator.serviceWorker.ready.then(() => caches.open('agentnotify-app-v1')).then((c) => c.match('index.html')).then((r) => !!r)")
+        .await;
+    assert!(kept, "the service worker keeps the app for offline use");
     let port = world.relay.port();
     world.relay.stop();
     let said = phone
@@ -112,6 +116,21 @@ async fn the_relay_down_is_said_clearly_and_the_app_recovers_on_its_own() {
     );
     quiet(&phone).await;
     phone.screenshot("phone-offline.png").await;
+
+    // Opened again while the Relay is still down: the app comes from the service worker's
+    // copy and says the same.
+    let url: String = phone.eval("location.href").await;
+    phone.goto(&url).await;
+    let said = phone
+        .wait(
+            "the Relay unreachable, after reopening",
+            "!document.getElementById('banner').hidden && document.getElementById('banner-text').textContent",
+        )
+        .await;
+    assert!(
+        said.as_str().unwrap().contains("The Relay is unreachable"),
+        "{said}"
+    );
 
     world.relay = Relay::start(&world.home, port);
     phone
@@ -159,5 +178,32 @@ async fn a_phone_removed_on_the_computer_is_told_so_and_offered_to_pair_again() 
             "!document.getElementById('welcome').hidden",
         )
         .await;
+    // Paired again with a fresh code (the link opened in the app already open: only its
+    // fragment changes), it gets questions again.
+    phone
+        .eval::<bool>(&format!(
+            "(location.assign({:?}), true)",
+            world.pairing_link()
+        ))
+        .await;
+    phone
+        .wait(
+            "the pairing question",
+            "!document.getElementById('pairing').hidden",
+        )
+        .await;
+    phone.tap("#pair-go").await;
+    phone
+        .wait(
+            "live again",
+            "document.getElementById('live').dataset.live === 'on'",
+        )
+        .await;
+    let q = world
+        .ask(json!({"kind": "permission", "prompt": "Back again?"}))
+        .await;
+    let id = q["id"].as_str().unwrap();
+    answer_on(&phone, id, "button[data-choice='allow-once']").await;
+    assert_eq!(verdict_on(&phone, id).await.0, "accepted");
     phone.close().await;
 }

@@ -19,6 +19,7 @@ const ALLOW_IDS = new Set(['allow', 'allow-once', 'yes', 'approve']);
 const DENY_IDS = new Set(['deny', 'no', 'reject']);
 const GUARD_MS = 1000;
 const DONE_LINGER_MS = 15000;
+const SUBSCRIBE_MS = 10000;
 
 const state = {
   device: null,
@@ -769,7 +770,12 @@ async function allowNotifications() {
     const r = await phone.api(null, 'GET', 'v1/push/vapid-public-key');
     if (!r.ok || !r.data.public_key) throw new Error('this Relay offers no Web Push');
     const reg = await navigator.serviceWorker.ready;
-    const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: r.data.public_key });
+    msg.textContent = 'Asking this browser’s push service…';
+    // A browser that cannot reach its push service may never answer: give up after a while.
+    const sub = await Promise.race([
+      reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: r.data.public_key }),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('it did not answer in 10 s')), SUBSCRIBE_MS)),
+    ]);
     const s = await phone.api(state.device, 'POST', 'v1/devices/push-subscription', sub.toJSON());
     if (!s.ok) throw new Error(s.data.error || `the Relay answered HTTP ${s.status}`);
     $('offer-notify').hidden = true;
