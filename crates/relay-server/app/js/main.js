@@ -5,21 +5,11 @@
 import * as store from './store.js';
 import * as phone from './phone.js';
 import { connect } from './stream.js';
-import { displaySegments } from './render.js';
+import { $, el, shown, short } from './dom.js';
+import { buildCard, setBusy, guardMoved as guardCards } from './card.js';
+import { initOffers } from './offers.js';
 
-const $ = (id) => document.getElementById(id);
-
-const KIND_LABEL = {
-  permission: 'Permission',
-  single_choice: 'Choice',
-  multi_choice: 'Choose several',
-  text: 'Question',
-};
-const ALLOW_IDS = new Set(['allow', 'allow-once', 'yes', 'approve']);
-const DENY_IDS = new Set(['deny', 'no', 'reject']);
-const GUARD_MS = 1000;
 const DONE_LINGER_MS = 15000;
-const SUBSCRIBE_MS = 10000;
 
 const state = {
   device: null,
@@ -28,45 +18,13 @@ const state = {
   forged: new Map(), // event_id -> <li> of an envelope that failed its checks
   snapshot: null, // event ids seen since the last connect, until its `ready`
   pendingCode: null, // a pairing code read from the link, in memory only
-  installPrompt: null,
   chain: Promise.resolve(),
 };
 
-// Builds an element; strings among the children become text nodes.
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === 'text') e.textContent = v;
-    else if (k === 'class') e.className = v;
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
-  return e;
-}
+let offers = null;
 
-// ---- rendered text (SPEC §13.2) -------------------------------------------------------------
-
-/** Question text as DOM: plain text, code points shown by name, marked mixed-script words. */
-function shown(text) {
-  const f = document.createDocumentFragment();
-  for (const s of displaySegments(text || '')) {
-    if (s.kind === 'escaped') {
-      f.append(el('span', { class: 'cp', title: `${s.code_point}: an invisible or control character, shown by its code`, text: s.text }));
-    } else if (s.kind === 'mixed_script_word') {
-      f.append(el('mark', { class: 'mixed', title: `This word mixes scripts: ${s.scripts.join(', ')}`, text: s.text }));
-    } else {
-      f.append(s.text);
-    }
-  }
-  return f;
-}
-
-/** A one-line summary of question text, for notices (escaped too). */
-function short(text, n) {
-  const one = displaySegments(String(text || '').replace(/\s+/g, ' ').trim()).map((s) => s.text).join('');
-  return one.length > n ? one.slice(0, n - 1) + '…' : one;
-}
+/** Re-arms the click guard of every card that appeared or moved. */
+const guardMoved = () => guardCards(state.cards.values());
 
 // ---- banner, live pill, notices -------------------------------------------------------------
 
@@ -136,217 +94,6 @@ function tick() {
       }
     }
   }
-}
-
-// ---- click guard ------------------------------------------------------------------------------
-// A tap must land on a question the person read. Like a browser's permission prompt, a card
-// ignores taps for GUARD_MS after it appears or moves (a card above it came or went, a
-// banner opened, a confirm step opened inside it).
-
-const tops = new WeakMap();
-const guards = new WeakMap();
-
-function docTop(e) {
-  let top = 0;
-  for (let n = e; n; n = n.offsetParent) top += n.offsetTop;
-  return top;
-}
-
-function arm(li) {
-  const old = guards.get(li);
-  if (old) clearTimeout(old.timer);
-  li.setAttribute('data-guard', '');
-  const timer = setTimeout(() => li.removeAttribute('data-guard'), GUARD_MS);
-  guards.set(li, { until: performance.now() + GUARD_MS, timer });
-}
-
-function guardMoved() {
-  for (const rec of state.cards.values()) {
-    if (!rec.li.isConnected) continue;
-    const top = docTop(rec.li);
-    if (tops.get(rec.li) !== top) {
-      tops.set(rec.li, top);
-      arm(rec.li);
-    }
-  }
-}
-
-const guarded = (li, e) => {
-  const g = guards.get(li);
-  return e.detail > 0 && g !== undefined && performance.now() < g.until;
-};
-
-// ---- question cards ---------------------------------------------------------------------------
-
-function choiceClass(c, q) {
-  if (q.kind === 'permission' && ALLOW_IDS.has(c.id)) return 'btn choice allow';
-  if (q.kind === 'permission' && DENY_IDS.has(c.id)) return 'btn choice deny';
-  return 'btn choice';
-}
-
-const isAlways = (c) => c.id === 'allow-always' || /\balways\b/i.test(c.label || '');
-
-function setBusy(rec, busy) {
-  rec.li.setAttribute('aria-busy', busy ? 'true' : 'false');
-  for (const b of rec.li.querySelectorAll('.answer button, .answer textarea, .answer input')) b.disabled = busy;
-}
-
-function buildCard(q) {
-  const li = el('li', { class: 'card fresh', 'data-event': q.event_id, 'data-id': q.id, 'data-kind': q.kind, 'data-state': 'open' });
-  const rec = { q, li, responseId: phone.newResponseId(), sent: null, verdict: null, done: false };
-  rec.left = el('span', { class: 'left' });
-  li.append(
-    el(
-      'div',
-      { class: 'meta' },
-      el('span', { class: 'kind', text: KIND_LABEL[q.kind] || q.kind }),
-      el('span', { class: 'agent', text: short(q.agent, 40) }),
-      q.project ? el('span', { class: 'project', text: short(q.project, 60) }) : null,
-      rec.left,
-    ),
-  );
-  li.append(el(q.kind === 'permission' && !q.body ? 'pre' : 'p', { class: 'prompt', id: `p-${q.id}` }, shown(q.prompt)));
-  if (q.body) li.append(el('pre', { class: 'body', tabindex: '0', 'aria-label': 'What runs' }, shown(q.body)));
-  rec.msg = el('p', { class: 'card-msg', role: 'status' });
-  const answer = el('div', { class: 'answer' });
-  if (q.kind === 'text') answer.append(textForm(rec, q.text_max_length || 500, 'Your answer', null));
-  else if (q.kind === 'multi_choice') answer.append(multiForm(rec));
-  else answer.append(choiceButtons(rec));
-  li.append(answer, rec.msg);
-  li.addEventListener(
-    'click',
-    (e) => {
-      if (!e.target.closest('button, input, textarea, label') || !guarded(li, e)) return;
-      e.preventDefault();
-      e.stopPropagation();
-      rec.msg.textContent = 'This question just appeared or moved. Read it, then tap again.';
-    },
-    true,
-  );
-  return rec;
-}
-
-function choiceButtons(rec) {
-  const { q } = rec;
-  const box = el('div', { class: 'choices', role: 'group', 'aria-label': 'Answers' });
-  for (const c of q.choices || []) {
-    const b = el(
-      'button',
-      { type: 'button', class: choiceClass(c, q), 'data-choice': c.id },
-      el('span', { class: 'label' }, shown(c.label)),
-      c.detail ? el('span', { class: 'detail' }, shown(c.detail)) : null,
-    );
-    b.addEventListener('click', () => (isAlways(c) ? confirmAlways(rec, c, box, b) : choose(rec, b, { choice_id: c.id }, c.label)));
-    box.append(b);
-  }
-  const wrap = el('div', {}, box);
-  if (q.allow_other) wrap.append(textForm(rec, q.other_max_length || 500, 'Or answer in your own words', null));
-  return wrap;
-}
-
-// The tapped button stays marked on the card, so its outcome reads "this is what you chose".
-function choose(rec, button, answer, what) {
-  if (rec.mine) return;
-  button.setAttribute('data-chosen', '');
-  send(rec, answer, what).then(() => {
-    if (!rec.mine) button.removeAttribute('data-chosen');
-  });
-}
-
-// "Always allow" changes what the agent may do from now on: it takes a second, deliberate tap.
-function confirmAlways(rec, c, box, button) {
-  box.hidden = true;
-  const yes = el('button', { type: 'button', class: 'btn allow', 'data-action': 'confirm-always' }, 'Yes, ', shown(c.label));
-  const no = el('button', { type: 'button', class: 'btn', 'data-action': 'cancel-always', text: 'Cancel' });
-  const panel = el(
-    'div',
-    { class: 'confirm', role: 'group', 'aria-label': 'Confirm' },
-    el('p', { text: `“${short(c.label, 60)}” lets your agent do this again without asking you. Are you sure?` }),
-    el('div', { class: 'row' }, no, yes),
-  );
-  const close = () => {
-    panel.remove();
-    box.hidden = false;
-    arm(rec.li);
-  };
-  no.addEventListener('click', close);
-  yes.addEventListener('click', () => {
-    panel.remove();
-    box.hidden = false;
-    choose(rec, button, { choice_id: c.id }, c.label);
-  });
-  box.after(panel);
-  arm(rec.li);
-}
-
-function textForm(rec, max, label, extra) {
-  const id = `t-${rec.q.id}-${extra ? 'm' : 'x'}`;
-  const ta = el('textarea', { id, name: 'text', rows: 3, 'aria-describedby': `${id}-c` });
-  const counter = el('span', { class: 'counter', id: `${id}-c` });
-  const count = () => {
-    const n = Array.from(ta.value).length;
-    counter.textContent = `${n} / ${max}`;
-    counter.toggleAttribute('data-over', n > max);
-  };
-  count();
-  ta.addEventListener('input', count);
-  const form = el(
-    'form',
-    { class: 'text-answer', novalidate: true },
-    el('label', { for: id, text: `${label} (up to ${max} characters)` }),
-    ta,
-    el('div', { class: 'row' }, counter, el('button', { type: 'submit', class: 'btn primary', 'data-action': 'send', text: 'Send' })),
-  );
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    const text = ta.value;
-    const n = Array.from(text).length;
-    if (!text.trim()) {
-      rec.msg.textContent = 'Type an answer first.';
-      return;
-    }
-    if (n > max) {
-      rec.msg.textContent = `The answer is ${n} characters; the limit is ${max}.`;
-      return;
-    }
-    send(rec, { text }, `“${short(text, 40)}”`);
-  });
-  return form;
-}
-
-function multiForm(rec) {
-  const { q } = rec;
-  const min = q.min_selections || 1;
-  const max = q.max_selections || (q.choices || []).length;
-  const form = el('form', { class: 'multi', novalidate: true });
-  const boxes = [];
-  for (const c of q.choices || []) {
-    const id = `m-${q.id}-${boxes.length}`;
-    const cb = el('input', { type: 'checkbox', id, value: c.id, 'data-choice': c.id });
-    boxes.push(cb);
-    form.append(
-      el('label', { class: 'check', for: id }, cb, el('span', { class: 'label' }, shown(c.label)), c.detail ? el('span', { class: 'detail' }, shown(c.detail)) : null),
-    );
-  }
-  const other = q.allow_other ? el('textarea', { name: 'other', rows: 2, 'aria-label': 'Other (your own words)', placeholder: 'Other (your own words)' }) : null;
-  if (other) form.append(other);
-  const hint = el('span', { class: 'counter', text: min === max ? `Choose ${min}` : `Choose ${min}–${max}` });
-  const go = el('button', { type: 'submit', class: 'btn primary', 'data-action': 'send', text: 'Send' });
-  form.append(el('div', { class: 'row' }, hint, go));
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    const ids = boxes.filter((b) => b.checked).map((b) => b.value);
-    const text = other && other.value.trim() ? other.value : null;
-    const n = ids.length + (text ? 1 : 0);
-    if (n < min || n > max) {
-      rec.msg.textContent = `Choose ${min === max ? min : `${min} to ${max}`}; you chose ${n}.`;
-      return;
-    }
-    const labels = (q.choices || []).filter((c) => ids.includes(c.id)).map((c) => short(c.label, 20));
-    if (text) labels.push(`“${short(text, 20)}”`);
-    send(rec, text ? { choice_ids: ids, text } : { choice_ids: ids }, labels.join(', '));
-  });
-  return form;
 }
 
 // ---- answering --------------------------------------------------------------------------------
@@ -471,7 +218,7 @@ async function onEnvelope(e) {
     if (old.mine || old.q.request_digest === q.request_digest) return;
     dropCard(q.event_id);
   }
-  const rec = buildCard(q);
+  const rec = buildCard(q, send);
   state.cards.set(q.event_id, rec);
   $('cards').append(rec.li);
   afterListChange();
@@ -727,64 +474,6 @@ async function unpair() {
   show('welcome');
 }
 
-// ---- offers: add to home screen, allow notifications ----------------------------------------------
-
-const standalone = () => matchMedia('(display-mode: standalone)').matches || navigator.standalone === true;
-const isIOS = () => /iPhone|iPad|iPod/.test(navigator.userAgent);
-const later = (what) => localStorage.getItem(`later:${what}`) === '1';
-
-function offerInstall() {
-  const can = !standalone() && !later('install') && (state.installPrompt || isIOS());
-  $('offer-install').hidden = !can;
-  $('install-how').hidden = !isIOS();
-  $('install-go').hidden = !state.installPrompt;
-  guardMoved();
-}
-
-async function offerNotifications() {
-  let show = 'Notification' in window && 'PushManager' in window && !later('notify');
-  if (show && Notification.permission === 'granted') {
-    const reg = await navigator.serviceWorker?.getRegistration();
-    show = !(await reg?.pushManager.getSubscription());
-  }
-  if (show && Notification.permission === 'denied') {
-    $('notify-msg').textContent = 'Notifications are blocked for this site; allow them in the browser’s site settings.';
-  }
-  $('offer-notify').hidden = !show;
-  guardMoved();
-}
-
-async function allowNotifications() {
-  const msg = $('notify-msg');
-  if (isIOS() && !standalone()) {
-    msg.textContent = 'On iPhone and iPad, add agentnotify to your home screen first, then allow notifications from there.';
-    return;
-  }
-  msg.textContent = '';
-  const permission = await Notification.requestPermission();
-  if (permission !== 'granted') {
-    msg.textContent = 'Notifications were not allowed. The app still shows questions while it is open.';
-    return;
-  }
-  try {
-    const r = await phone.api(null, 'GET', 'v1/push/vapid-public-key');
-    if (!r.ok || !r.data.public_key) throw new Error('this Relay offers no Web Push');
-    const reg = await navigator.serviceWorker.ready;
-    msg.textContent = 'Asking this browser’s push service…';
-    // A browser that cannot reach its push service may never answer: give up after a while.
-    const sub = await Promise.race([
-      reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: r.data.public_key }),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('it did not answer in 10 s')), SUBSCRIBE_MS)),
-    ]);
-    const s = await phone.api(state.device, 'POST', 'v1/devices/push-subscription', sub.toJSON());
-    if (!s.ok) throw new Error(s.data.error || `the Relay answered HTTP ${s.status}`);
-    $('offer-notify').hidden = true;
-    notice('Notifications are on: a question reaches this phone even when the app is closed.');
-  } catch (e) {
-    msg.textContent = `Notifications are allowed, but this browser could not subscribe to its push service (${e.message}). The app still shows questions while it is open.`;
-  }
-}
-
 // ---- start ------------------------------------------------------------------------------------------
 
 function enterApp() {
@@ -793,8 +482,7 @@ function enterApp() {
   $('paired-as').textContent = `This phone is “${state.device.name}”, paired ${new Date(state.device.paired_at).toLocaleDateString()}.`;
   afterListChange();
   startStream();
-  offerInstall();
-  offerNotifications();
+  offers.show();
 }
 
 /** Reads a pairing code from the link and removes it from the address bar and history at once. */
@@ -841,26 +529,7 @@ async function start() {
   $('unpair').addEventListener('click', () => {
     if (confirm('Unpair this phone? It stops getting questions until you pair it again.')) unpair();
   });
-  $('install-later').addEventListener('click', () => {
-    localStorage.setItem('later:install', '1');
-    offerInstall();
-  });
-  $('notify-later').addEventListener('click', () => {
-    localStorage.setItem('later:notify', '1');
-    offerNotifications();
-  });
-  $('install-go').addEventListener('click', async () => {
-    const p = state.installPrompt;
-    state.installPrompt = null;
-    if (p) await p.prompt();
-    offerInstall();
-  });
-  $('notify-go').addEventListener('click', allowNotifications);
-  window.addEventListener('beforeinstallprompt', (e) => {
-    e.preventDefault();
-    state.installPrompt = e;
-    if (state.device) offerInstall();
-  });
+  offers = initOffers({ device: () => state.device, notice, moved: guardMoved });
   window.addEventListener('online', () => state.stream && state.stream.retryNow());
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden && state.stream) state.stream.retryNow();
