@@ -346,6 +346,105 @@ async fn bench_hook_warm(b: &Broker, home: &Path, n: usize) -> (Vec<Duration>, V
     (visible_t, exit_t, peak)
 }
 
+/// The phone path through the real binaries on loopback: a Relay (`relay serve`), a broker
+/// with one provider and a device paired by the device client. Each round a hook opens a
+/// question; once the device holds it, the clock runs from the device's sealed answer
+/// (`POST /v1/interaction-responses`) to the hook's exit with the decision.
+async fn bench_relay_answer(n: usize) -> Vec<Duration> {
+    use agentnotify::device::{Answer, Device};
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(AGENTNOTIFY)
+            .args(args)
+            .env("AGENTNOTIFY_HOME", home.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let mut relay = Command::new(AGENTNOTIFY)
+        .args([
+            "relay",
+            "serve",
+            "--port",
+            "0",
+            "--rate-limit",
+            "1000000",
+            "--rate-burst",
+            "1000000",
+            "--data",
+        ])
+        .arg(home.path().join("relay-data"))
+        .env("AGENTNOTIFY_HOME", home.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    // The poll interval is long on purpose: answers must come by the long-poll.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[relay]\npoll_interval_seconds = 60\n",
+    )
+    .unwrap();
+    run(&["relay", "add", "home", "--url", &url, "--include-message"]);
+    let code = run(&["relay", "pair", "home"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let device = Device::register(&home.path().join("phone"), &code, "bench")
+        .await
+        .unwrap();
+    let path = home.path().to_path_buf();
+    let broker = start_broker(home);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let session = format!("relay-{i}");
+        let (mut child, _) = spawn_hook(&path, &session);
+        let q = loop {
+            let inbox = device.inbox().await.unwrap();
+            if let Some(q) = inbox
+                .questions
+                .into_iter()
+                .find(|q| q.session_id.as_deref() == Some(session.as_str()))
+            {
+                break q;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        let post = device.seal(
+            &device.payload(
+                &q,
+                &format!("bench-{i}"),
+                &Answer::Choice("allow-once".into()),
+            ),
+            &q.expires_at,
+        );
+        let exited = std::thread::spawn(move || {
+            let _ = child.wait();
+            Instant::now()
+        });
+        let answered = Instant::now();
+        device.send(&post).await.unwrap();
+        let at = exited.join().unwrap();
+        out.push(at.saturating_duration_since(answered));
+    }
+    drop(broker);
+    let _ = relay.kill();
+    let _ = relay.wait();
+    out
+}
+
 async fn bench_hook_cold(n: usize) -> Vec<Duration> {
     let mut out = Vec::new();
     for i in 0..n {
@@ -442,6 +541,11 @@ async fn main() {
         Some(base),
     );
     drop(hb);
+    summary(
+        "phone path: device's sealed answer → hook exited (loopback Relay, long-poll)",
+        bench_relay_answer(n(100)).await,
+        Some(base),
+    );
     summary(
         "cold hook (no broker): start → question visible",
         bench_hook_cold(n(20)).await,
