@@ -7,6 +7,7 @@ mod guard;
 mod integrity;
 mod live;
 mod origin;
+mod phone;
 mod webdriver;
 
 /// The same real-daemon helper the HTTP-level web UI tests use.

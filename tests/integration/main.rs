@@ -2,6 +2,7 @@
 
 mod answer;
 mod api;
+mod app_files;
 mod architecture;
 mod bodies;
 mod broker;

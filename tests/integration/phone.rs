@@ -859,3 +859,24 @@ async fn phone_pair_on_a_terminal_prints_a_qr_code() {
     let (_, plain, _) = run(&s.home, &["relay", "pair", "home"]);
     assert!(!plain.contains('█'), "{plain}");
 }
+
+/// A device watching its stream when it is revoked hears `revoked`, and the watcher stops
+/// with "removed" instead of reconnecting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phone_revoked_device_stream_ends_with_revoked() {
+    use agentnotify::device::{DeviceError, StreamEvent};
+    let s = Setup::new(60).await;
+    let mut phone = s.phone();
+    phone.state.relay_url = s.relay.url.clone();
+    let id = phone.state.device_id.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let watcher = tokio::spawn(async move { phone.watch(tx).await });
+    next_matching(&mut rx, "ready", |e| matches!(e, StreamEvent::Ready(_))).await;
+    let (code, out, err) = run(&s.home, &["relay", "devices", "revoke", &id]);
+    assert_eq!(code, 0, "{out} {err}");
+    let ended = tokio::time::timeout(Duration::from_secs(20), watcher)
+        .await
+        .expect("the watcher kept going after the revocation")
+        .unwrap();
+    assert!(matches!(ended, Err(DeviceError::Removed)), "{ended:?}");
+}
