@@ -131,7 +131,7 @@ fn record(
                 "delivered"
             );
             // Deliveries are kept (as delivered) for their withdrawal, except where there
-            // is nothing to withdraw (a Relay's).
+            // is nothing to withdraw (no receipt).
             let found = if entry.action == Action::Deliver && receipt.is_some() {
                 let mut found = false;
                 hub.broker.update_outbox(&entry.id, |s| {
@@ -221,8 +221,9 @@ async fn perform(hub: &Hub, entry: &OutboxEntry) -> Result<Done, ChannelError> {
     let channel = match kind {
         Kind::Relay => {
             return match entry.action {
+                // The receipt keeps the entry (as delivered) for its withdrawal at the Relay.
                 Action::Deliver => match crate::relay::outbox::deliver(&hub.relay, entry).await {
-                    Ok(_) => Ok(Done::Sent(None)),
+                    Ok(devices) => Ok(Done::Sent(Some(serde_json::json!({ "devices": devices })))),
                     Err(e) => Err(ChannelError::failed(e.to_string(), None)),
                 },
                 // A settled question leaves every phone at once (SPEC §12.4).
