@@ -71,7 +71,11 @@ fn dispatch_due(hub: &Arc<Hub>) -> Result<Option<Timestamp>, ChannelError> {
         }
         waiting = true;
         // Retries only: a first delivery never comes before its --delay is over.
-        let horizon = if entry.attempts > 0 { now + LOOKAHEAD } else { now };
+        let horizon = if entry.attempts > 0 {
+            now + LOOKAHEAD
+        } else {
+            now
+        };
         if entry.next_attempt_at > horizon {
             next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
             continue;
