@@ -3,6 +3,7 @@
 //! backs off failures exponentially with jitter, and dead-letters what failed for 24 h.
 //! Between due times it sleeps: no polling.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ use crate::model::{NotificationStatus, Status, Timestamp};
 const MAX_CONCURRENT: usize = 16;
 /// Answer subscriptions are re-checked against the settings at least this often.
 const RECHECK: Duration = Duration::from_secs(60);
+/// Retries due this soon are tried with the ones due now: many entries retrying at jittered
+/// moments then cost a few wake-ups a second, not one each.
+const LOOKAHEAD: Duration = Duration::from_millis(250);
 
 /// What one attempt came to.
 enum Done {
@@ -59,12 +63,20 @@ fn pair_key(e: &OutboxEntry) -> String {
 fn dispatch_due(hub: &Arc<Hub>) -> Result<Option<Timestamp>, ChannelError> {
     let now = Timestamp::now();
     let mut next: Option<Timestamp> = None;
+    let mut waiting = false;
     let mut in_flight = hub.in_flight.lock().unwrap_or_else(|p| p.into_inner());
     for entry in hub.broker.outbox_entries()? {
         if entry.state != EntryState::Waiting {
             continue;
         }
-        if entry.next_attempt_at > now {
+        waiting = true;
+        // Retries only: a first delivery never comes before its --delay is over.
+        let horizon = if entry.attempts > 0 {
+            now + LOOKAHEAD
+        } else {
+            now
+        };
+        if entry.next_attempt_at > horizon {
             next = Some(next.map_or(entry.next_attempt_at, |n| n.min(entry.next_attempt_at)));
             continue;
         }
@@ -76,6 +88,8 @@ fn dispatch_due(hub: &Arc<Hub>) -> Result<Option<Timestamp>, ChannelError> {
         let hub = Arc::clone(hub);
         tokio::spawn(async move { attempt(hub, entry).await });
     }
+    hub.waiting
+        .store(waiting || !in_flight.is_empty(), Ordering::SeqCst);
     Ok(next)
 }
 
@@ -107,6 +121,7 @@ async fn attempt(hub: Arc<Hub>, mut entry: OutboxEntry) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(&pair_key(&entry));
+    // Look again (pokes coalesce into one scan): what is due, and whether anything is left.
     hub.poke();
 }
 

@@ -23,6 +23,7 @@ pub mod ntfy;
 pub mod webhook;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -100,6 +101,8 @@ pub struct Hub {
     /// `{subject}:{id}:{channel}` of attempts in flight: never two for one pair at once,
     /// so a withdrawal cannot overtake the delivery it takes back.
     in_flight: Mutex<HashSet<String>>,
+    /// The last scan found entries still to be tried (or in flight).
+    waiting: AtomicBool,
     wake: Notify,
     clients: OnceLock<(reqwest::Client, reqwest::Client)>,
     subscriptions: Mutex<HashMap<String, (String, tokio::task::JoinHandle<()>)>>,
@@ -123,6 +126,8 @@ impl Hub {
                 settings: Arc::default(),
             }),
             in_flight: Mutex::default(),
+            // Until the first scan, assume there is work (entries from before a restart).
+            waiting: AtomicBool::new(true),
             wake: Notify::new(),
             clients: OnceLock::new(),
             subscriptions: Mutex::default(),
@@ -316,12 +321,10 @@ impl Hub {
         Ok(json!({"channels": channels, "outbox": listed, "dead_letters": dead}))
     }
 
-    /// Whether entries are still to be tried (an on-demand broker stays up for them).
+    /// Whether entries are still to be tried (an on-demand broker stays up for them), as of
+    /// the dispatcher's last look (it looks whenever the outbox changes).
     pub fn has_work(&self) -> bool {
-        self.broker
-            .outbox_entries()
-            .map(|all| all.iter().any(|e| e.state == EntryState::Waiting))
-            .unwrap_or(false)
+        self.waiting.load(Ordering::SeqCst)
     }
 
     fn channel_kind(settings: &Settings, id: &str) -> Option<Kind> {

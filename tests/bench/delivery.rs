@@ -172,7 +172,28 @@ pub async fn run(scale: f64) {
     );
     drop(b);
 
-    // 1,000 questions to 3 channels, one receiver down.
+    // 1,000 questions to 3 channels, one receiver down; first the same questions with no
+    // channel at all, for the memory the questions themselves take.
+    let total = ((1000.0 * scale) as usize).max(50);
+    let bare = start_broker(tempfile::tempdir().unwrap());
+    let bare_api = Api::new(&bare);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let bare0 = rss_kib(bare.pid, "VmRSS:");
+    for i in 0..total {
+        bare_api
+            .post(
+                "/v1/interactions/request",
+                &json!({"kind": "permission", "prompt": format!("f{i}"), "ttl_seconds": 3600}),
+            )
+            .await;
+    }
+    let bare1 = rss_kib(bare.pid, "VmRSS:");
+    drop(bare);
+    println!(
+        "- {total} questions, no channel: broker RSS {:.1} MiB before, {:.1} MiB after",
+        bare0 as f64 / 1024.0,
+        bare1 as f64 / 1024.0
+    );
     let down_port = WebhookReceiver::start().await.stop();
     let up = WebhookReceiver::start().await;
     let ntfy2 = Ntfy::start().await;
@@ -202,7 +223,6 @@ pub async fn run(scale: f64) {
     let api = Api::new(&b);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss0 = rss_kib(b.pid, "VmRSS:");
-    let total = ((1000.0 * scale) as usize).max(50);
     let t0 = Instant::now();
     for i in 0..total {
         api.post(
