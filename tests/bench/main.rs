@@ -348,10 +348,10 @@ async fn bench_hook_warm(b: &Broker, home: &Path, n: usize) -> (Vec<Duration>, V
 
 /// The phone path through the real binaries on loopback: a Relay (`relay serve`), a broker
 /// with one provider and a device paired by the device client. Each round a hook opens a
-/// question; once the device holds it, the clock runs from the device's sealed answer
-/// (`POST /v1/interaction-responses`) to the hook's exit with the decision.
-async fn bench_relay_answer(n: usize) -> Vec<Duration> {
-    use agentnotify::device::{Answer, Device};
+/// question. Two clocks: hook start → the question opened on the device's live stream, and
+/// the device's sealed answer (`POST /v1/interaction-responses`) → the hook's exit.
+async fn bench_relay_answer(n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    use agentnotify::device::{Answer, Device, StreamEvent};
     use std::io::BufRead;
     let home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
@@ -407,21 +407,27 @@ async fn bench_relay_answer(n: usize) -> Vec<Duration> {
         .unwrap();
     let path = home.path().to_path_buf();
     let broker = start_broker(home);
+    let (tx, mut events) = tokio::sync::mpsc::channel(256);
+    let watching = {
+        let device = Device::load(&path.join("phone")).unwrap();
+        tokio::spawn(async move { device.watch(tx).await })
+    };
+    while !matches!(events.recv().await, Some(StreamEvent::Ready(_))) {}
     let mut out = Vec::with_capacity(n);
+    let mut seen = Vec::with_capacity(n);
     for i in 0..n {
         let session = format!("relay-{i}");
-        let (mut child, _) = spawn_hook(&path, &session);
+        let (mut child, started) = spawn_hook(&path, &session);
         let q = loop {
-            let inbox = device.inbox().await.unwrap();
-            if let Some(q) = inbox
-                .questions
-                .into_iter()
-                .find(|q| q.session_id.as_deref() == Some(session.as_str()))
-            {
-                break q;
+            match events.recv().await {
+                Some(StreamEvent::Question(q)) if q.session_id.as_deref() == Some(&session) => {
+                    break *q
+                }
+                Some(_) => {}
+                None => panic!("the device's stream ended"),
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
         };
+        seen.push(started.elapsed());
         let post = device.seal(
             &device.payload(
                 &q,
@@ -439,10 +445,11 @@ async fn bench_relay_answer(n: usize) -> Vec<Duration> {
         let at = exited.join().unwrap();
         out.push(at.saturating_duration_since(answered));
     }
+    watching.abort();
     drop(broker);
     let _ = relay.kill();
     let _ = relay.wait();
-    out
+    (seen, out)
 }
 
 async fn bench_hook_cold(n: usize) -> Vec<Duration> {
@@ -541,9 +548,15 @@ async fn main() {
         Some(base),
     );
     drop(hb);
+    let (seen, answered) = bench_relay_answer(n(100)).await;
+    summary(
+        "phone path: hook start → question opened on the device's live stream",
+        seen,
+        Some(base),
+    );
     summary(
         "phone path: device's sealed answer → hook exited (loopback Relay, long-poll)",
-        bench_relay_answer(n(100)).await,
+        answered,
         Some(base),
     );
     summary(
