@@ -452,6 +452,155 @@ async fn bench_relay_answer(n: usize) -> (Vec<Duration>, Vec<Duration>) {
     (seen, out)
 }
 
+/// One Relay process holding `devices` device streams open, then storing `envelopes` sealed
+/// envelopes (from concurrent installation clients) and fanning each out to its device's
+/// stream. Returns (Relay RSS with the streams open, KiB; envelopes stored; per second;
+/// envelope events delivered to the streams).
+async fn bench_relay_fanout(devices: usize, envelopes: usize) -> (u64, usize, f64, usize) {
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let home = tempfile::tempdir().unwrap();
+    let mut relay = Command::new(AGENTNOTIFY)
+        .args([
+            "relay",
+            "serve",
+            "--port",
+            "0",
+            "--rate-limit",
+            "1000000",
+            "--rate-burst",
+            "1000000",
+            "--data",
+        ])
+        .arg(home.path().join("relay-data"))
+        .env("AGENTNOTIFY_HOME", home.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let post = |path: &str, token: Option<&str>, body: Value| {
+        let mut r = http.post(format!("{url}{path}")).json(&body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move {
+            let res = r.send().await.unwrap();
+            assert!(res.status().is_success(), "{}", res.status());
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    let inst = post(
+        "/v1/installations",
+        None,
+        json!({"pairing_token": "bench-installation-token"}),
+    )
+    .await;
+    let (inst_id, inst_token) = (
+        inst["installation_id"].as_str().unwrap().to_string(),
+        inst["installation_token"].as_str().unwrap().to_string(),
+    );
+    let expires = agentnotify::model::Timestamp::now()
+        .plus(Duration::from_secs(300))
+        .to_rfc3339();
+    let mut device_ids = Vec::with_capacity(devices);
+    let received = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(devices);
+    for d in 0..devices {
+        let token = format!("bench-pairing-token-{d:06}");
+        post(
+            "/v1/pairings",
+            Some(&inst_token),
+            json!({"pairing_id": format!("p1.1.{d:016x}"), "pairing_token": token, "expires_at": expires}),
+        )
+        .await;
+        let key = agentnotify_relay_proto::seal::KeyPair::generate().public_b64();
+        let dev = post(
+            "/v1/devices",
+            None,
+            json!({"installation_id": inst_id, "pairing_token": token, "public_key": key, "proof": "bench"}),
+        )
+        .await;
+        device_ids.push(dev["device_id"].as_str().unwrap().to_string());
+        let stream_client = agentnotify_relay_proto::client::RelayClient::new(
+            &url,
+            Some(agentnotify::secret::Secret::new(
+                dev["device_token"].as_str().unwrap(),
+            )),
+        );
+        let (received, ready_tx) = (Arc::clone(&received), ready_tx.clone());
+        tokio::spawn(async move {
+            let mut res = stream_client.open_events().await.unwrap();
+            let mut announced = false;
+            while let Ok(Some(chunk)) = res.chunk().await {
+                let text = String::from_utf8_lossy(&chunk);
+                if !announced && text.contains("event: ready") {
+                    announced = true;
+                    let _ = ready_tx.send(()).await;
+                }
+                received.fetch_add(text.matches("event: envelope").count(), Ordering::Relaxed);
+            }
+        });
+    }
+    for _ in 0..devices {
+        ready_rx.recv().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss = rss_kib(relay.id(), "VmRSS:");
+    let sealed = "x".repeat(600);
+    let started = Instant::now();
+    let workers = 16;
+    let per = envelopes / workers;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, url, token, ids, sealed, expires) = (
+                http.clone(),
+                url.clone(),
+                inst_token.clone(),
+                device_ids.clone(),
+                sealed.clone(),
+                expires.clone(),
+            );
+            tokio::spawn(async move {
+                for i in 0..per {
+                    let device = &ids[(w * per + i) % ids.len()];
+                    let body = json!({"device_id": device, "event_id": format!("interaction:{w:08x}{i:024x}"), "key_id": "0011223344556677", "expires_at": expires, "sealed": sealed, "signature": "bench"});
+                    let res = http
+                        .post(format!("{url}/v1/envelopes"))
+                        .bearer_auth(&token)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert!(res.status().is_success(), "{}", res.status());
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rate = (per * workers) as f64 / started.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while received.load(Ordering::Relaxed) < per * workers && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = relay.kill();
+    let _ = relay.wait();
+    (rss, per * workers, rate, received.load(Ordering::Relaxed))
+}
+
 async fn bench_hook_cold(n: usize) -> Vec<Duration> {
     let mut out = Vec::new();
     for i in 0..n {
@@ -565,6 +714,10 @@ async fn main() {
         Some(base),
     );
     println!();
+    let streams = ((1000.0 * scale) as usize).max(50);
+    let stored = ((2000.0 * scale) as usize).max(160);
+    let (rss, stored, rate, fanned) = bench_relay_fanout(streams, stored).await;
+    println!("- one Relay holding {streams} device streams: RSS **{:.1} MiB**; {stored} sealed envelopes stored at **{rate:.0}/s** (16 concurrent installation clients), {fanned}/{stored} delivered live to their streams", rss as f64 / 1024.0);
     let (pairs, rate) = bench_throughput(&api, 10, 32).await;
     println!("- durable create+answer pairs over 10 s, 32 concurrent clients: {pairs} pairs, **{rate:.0}/s**");
     drop(b);
