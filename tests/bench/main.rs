@@ -362,10 +362,10 @@ async fn bench_hook_warm(
 
 /// The phone path through the real binaries on loopback: a Relay (`relay serve`), a broker
 /// with one provider and a device paired by the device client. Each round a hook opens a
-/// question; once the device holds it, the clock runs from the device's sealed answer
-/// (`POST /v1/interaction-responses`) to the hook's exit with the decision.
-async fn bench_relay_answer(n: usize) -> Vec<Duration> {
-    use agentnotify::device::{Answer, Device};
+/// question. Two clocks: hook start → the question opened on the device's live stream, and
+/// the device's sealed answer (`POST /v1/interaction-responses`) → the hook's exit.
+async fn bench_relay_answer(n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    use agentnotify::device::{Answer, Device, StreamEvent};
     use std::io::BufRead;
     let home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
@@ -421,21 +421,29 @@ async fn bench_relay_answer(n: usize) -> Vec<Duration> {
         .unwrap();
     let path = home.path().to_path_buf();
     let broker = start_broker(home);
+    let (tx, mut events) = tokio::sync::mpsc::channel(256);
+    let watching = {
+        let device = Device::load(&path.join("phone")).unwrap();
+        tokio::spawn(async move { device.watch(tx).await })
+    };
+    while !matches!(events.recv().await, Some(StreamEvent::Ready(_))) {}
     let mut out = Vec::with_capacity(n);
+    let mut seen = Vec::with_capacity(n);
     for i in 0..n {
         let session = format!("relay-{i}");
-        let (mut child, _) = spawn_hook(&path, &session, None);
+        let (mut child, started) = spawn_hook(&path, &session, None);
         let q = loop {
-            let inbox = device.inbox().await.unwrap();
-            if let Some(q) = inbox
-                .questions
-                .into_iter()
-                .find(|q| q.question.session_id.as_deref() == Some(session.as_str()))
-            {
-                break q;
+            match events.recv().await {
+                Some(StreamEvent::Question(q))
+                    if q.question.session_id.as_deref() == Some(&session) =>
+                {
+                    break *q
+                }
+                Some(_) => {}
+                None => panic!("the device's stream ended"),
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
         };
+        seen.push(started.elapsed());
         let post = device.seal(
             &device.payload(
                 &q,
@@ -453,10 +461,160 @@ async fn bench_relay_answer(n: usize) -> Vec<Duration> {
         let at = exited.join().unwrap();
         out.push(at.saturating_duration_since(answered));
     }
+    watching.abort();
     drop(broker);
     let _ = relay.kill();
     let _ = relay.wait();
-    out
+    (seen, out)
+}
+
+/// One Relay process holding `devices` device streams open, then storing `envelopes` sealed
+/// envelopes (from concurrent installation clients) and fanning each out to its device's
+/// stream. Returns (Relay RSS with the streams open, KiB; envelopes stored; per second;
+/// envelope events delivered to the streams).
+async fn bench_relay_fanout(devices: usize, envelopes: usize) -> (u64, usize, f64, usize) {
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let home = tempfile::tempdir().unwrap();
+    let mut relay = Command::new(AGENTNOTIFY)
+        .args([
+            "relay",
+            "serve",
+            "--port",
+            "0",
+            "--rate-limit",
+            "1000000",
+            "--rate-burst",
+            "1000000",
+            "--data",
+        ])
+        .arg(home.path().join("relay-data"))
+        .env("AGENTNOTIFY_HOME", home.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let http = agentnotify_relay_proto::tls::plain_http_client()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let post = |path: &str, token: Option<&str>, body: Value| {
+        let mut r = http.post(format!("{url}{path}")).json(&body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move {
+            let res = r.send().await.unwrap();
+            assert!(res.status().is_success(), "{}", res.status());
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    let inst = post(
+        "/v1/installations",
+        None,
+        json!({"pairing_token": "bench-installation-token"}),
+    )
+    .await;
+    let (inst_id, inst_token) = (
+        inst["installation_id"].as_str().unwrap().to_string(),
+        inst["installation_token"].as_str().unwrap().to_string(),
+    );
+    let expires = agentnotify::model::Timestamp::now()
+        .plus(Duration::from_secs(300))
+        .to_rfc3339();
+    let mut device_ids = Vec::with_capacity(devices);
+    let received = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(devices);
+    for d in 0..devices {
+        let token = format!("bench-pairing-token-{d:06}");
+        post(
+            "/v1/pairings",
+            Some(&inst_token),
+            json!({"pairing_id": format!("p1.1.{d:016x}"), "pairing_token": token, "expires_at": expires}),
+        )
+        .await;
+        let key = agentnotify_relay_proto::seal::KeyPair::generate().public_b64();
+        let dev = post(
+            "/v1/devices",
+            None,
+            json!({"installation_id": inst_id, "pairing_token": token, "public_key": key, "proof": "bench"}),
+        )
+        .await;
+        device_ids.push(dev["device_id"].as_str().unwrap().to_string());
+        let stream_client = agentnotify_relay_proto::client::RelayClient::new(
+            &url,
+            Some(agentnotify::secret::Secret::new(
+                dev["device_token"].as_str().unwrap(),
+            )),
+        );
+        let (received, ready_tx) = (Arc::clone(&received), ready_tx.clone());
+        tokio::spawn(async move {
+            let mut res = stream_client.open_events().await.unwrap();
+            let mut announced = false;
+            while let Ok(Some(chunk)) = res.chunk().await {
+                let text = String::from_utf8_lossy(&chunk);
+                if !announced && text.contains("event: ready") {
+                    announced = true;
+                    let _ = ready_tx.send(()).await;
+                }
+                received.fetch_add(text.matches("event: envelope").count(), Ordering::Relaxed);
+            }
+        });
+    }
+    for _ in 0..devices {
+        ready_rx.recv().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss = rss_kib(relay.id(), "VmRSS:");
+    let sealed = "x".repeat(600);
+    let started = Instant::now();
+    let workers = 16;
+    let per = envelopes / workers;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, url, token, ids, sealed, expires) = (
+                http.clone(),
+                url.clone(),
+                inst_token.clone(),
+                device_ids.clone(),
+                sealed.clone(),
+                expires.clone(),
+            );
+            tokio::spawn(async move {
+                for i in 0..per {
+                    let device = &ids[(w * per + i) % ids.len()];
+                    let body = json!({"device_id": device, "event_id": format!("interaction:{w:08x}{i:024x}"), "key_id": "0011223344556677", "expires_at": expires, "sealed": sealed, "signature": "bench"});
+                    let res = http
+                        .post(format!("{url}/v1/envelopes"))
+                        .bearer_auth(&token)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert!(res.status().is_success(), "{}", res.status());
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rate = (per * workers) as f64 / started.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while received.load(Ordering::Relaxed) < per * workers && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = relay.kill();
+    let _ = relay.wait();
+    (rss, per * workers, rate, received.load(Ordering::Relaxed))
 }
 
 async fn bench_hook_cold(n: usize) -> Vec<Duration> {
@@ -569,9 +727,15 @@ async fn main() {
         Some(base),
     );
     drop(hb);
+    let (seen, answered) = bench_relay_answer(n(100)).await;
+    summary(
+        "phone path: hook start → question opened on the device's live stream",
+        seen,
+        Some(base),
+    );
     summary(
         "phone path: device's sealed answer → hook exited (loopback Relay, long-poll)",
-        bench_relay_answer(n(100)).await,
+        answered,
         Some(base),
     );
     summary(
@@ -580,6 +744,10 @@ async fn main() {
         Some(base),
     );
     println!();
+    let streams = ((1000.0 * scale) as usize).max(50);
+    let stored = ((2000.0 * scale) as usize).max(160);
+    let (rss, stored, rate, fanned) = bench_relay_fanout(streams, stored).await;
+    println!("- one Relay holding {streams} device streams: RSS **{:.1} MiB**; {stored} sealed envelopes stored at **{rate:.0}/s** (16 concurrent installation clients), {fanned}/{stored} delivered live to their streams", rss as f64 / 1024.0);
     let (pairs, rate) = bench_throughput(&api, 10, 32).await;
     println!("- durable create+answer pairs over 10 s, 32 concurrent clients: {pairs} pairs, **{rate:.0}/s**");
     drop(b);

@@ -146,3 +146,85 @@ pub(crate) fn device_stream(
     });
     ChannelBody(rx).boxed()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope(i: usize) -> Arc<Envelope> {
+        Arc::new(Envelope {
+            installation_id: "i".into(),
+            device_id: "d".into(),
+            event_id: format!("interaction:{i}"),
+            key_id: "k".into(),
+            expires_at: "2030-01-01T00:00:00Z".into(),
+            sealed: "x".repeat(1000),
+            signature: Some("s".into()),
+            stored_at: None,
+        })
+    }
+
+    /// Back-pressure: a reader that stops reading is cut off once its buffer is full,
+    /// instead of the Relay buffering without bound; it reconnects for a fresh snapshot.
+    #[tokio::test]
+    async fn a_stalled_reader_is_cut_off_not_buffered() {
+        let (feed, _) = broadcast::channel(FEED_CAPACITY);
+        let body = device_stream("d".into(), vec![], feed.subscribe(), HEARTBEAT);
+        for i in 0..500 {
+            // Fails once the stream has given up on its reader (nobody listens any more).
+            let _ = feed.send(Change::Envelope {
+                device: "d".into(),
+                envelope: envelope(i),
+            });
+            tokio::task::yield_now().await;
+        }
+        let all = tokio::time::timeout(Duration::from_secs(10), body.collect())
+            .await
+            .expect("the stream of a stalled reader was never closed")
+            .unwrap()
+            .to_bytes();
+        let frames = String::from_utf8_lossy(&all).matches("event: ").count();
+        assert!(
+            frames <= BUFFER + 1,
+            "{frames} frames buffered for a reader that never read"
+        );
+    }
+
+    /// Only this device's changes reach its stream; `revoked` ends it.
+    #[tokio::test]
+    async fn a_stream_carries_its_own_device_and_ends_when_revoked() {
+        let (feed, _) = broadcast::channel(FEED_CAPACITY);
+        let body = device_stream(
+            "d".into(),
+            vec![(*envelope(0)).clone()],
+            feed.subscribe(),
+            HEARTBEAT,
+        );
+        let send = |c| feed.send(c).unwrap();
+        send(Change::Envelope {
+            device: "other".into(),
+            envelope: envelope(1),
+        });
+        send(Change::Withdrawn {
+            device: "d".into(),
+            event_id: "interaction:0".into(),
+        });
+        send(Change::DeviceRemoved { device: "d".into() });
+        let all = tokio::time::timeout(Duration::from_secs(10), body.collect())
+            .await
+            .unwrap()
+            .unwrap()
+            .to_bytes();
+        let text = String::from_utf8_lossy(&all);
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect();
+        assert_eq!(
+            names,
+            ["envelope", "ready", "withdrawn", "revoked"],
+            "{text}"
+        );
+        assert!(!text.contains("interaction:1"));
+    }
+}
