@@ -46,7 +46,7 @@ impl ExitStatus for CliError {
     fn exit(&self) -> Exit {
         match self {
             CliError::Client(ClientError::Api { status: 404, .. })
-            | CliError::Relay(RelayCliError::NotFound(_))
+            | CliError::Relay(RelayCliError::NotFound(_) | RelayCliError::NoDevice(_))
             | CliError::Channels(channels::ChannelsCliError::NotFound(_))
             | CliError::Channels(channels::ChannelsCliError::Client(ClientError::Api {
                 status: 404,

@@ -239,6 +239,8 @@ pub enum RelayCliError {
     /// The provider named does not exist (exit 3).
     #[error("no relay provider named {0:?}")]
     NotFound(String),
+    #[error("no paired device with id {0:?} (agentnotify relay devices lists them)")]
+    NoDevice(String),
 }
 
 type Result<T> = std::result::Result<T, RelayCliError>;
@@ -526,7 +528,7 @@ async fn devices(paths: &Paths, a: DevicesArgs) -> Result<()> {
             {
                 Ok((_, v)) => v,
                 Err(crate::client::ClientError::Api { status: 404, .. }) => {
-                    return Err(RelayCliError::NotFound(id))
+                    return Err(RelayCliError::NoDevice(id))
                 }
                 Err(e) => return Err(e.into()),
             };

@@ -199,6 +199,21 @@ pub async fn revoke(
     relay: &RelayLink,
     device_id: &str,
 ) -> Result<Option<(String, bool)>, RelayError> {
+    // A device paired a moment ago may not be on the allow-list yet: take in what each
+    // Relay lists first (best effort), so it can be revoked at once.
+    let known = load(relay)?
+        .values()
+        .any(|l| l.iter().any(|d| d.device_id == device_id));
+    if !known {
+        let cfg = relay.config()?;
+        for p in cfg.providers.iter().filter(|p| p.enabled) {
+            if let Ok(endpoint) = relay.endpoint(&cfg, &p.id) {
+                if let Err(e) = sync(relay, &endpoint).await {
+                    tracing::warn!(provider = %p.id, error = %e, "could not list the Relay's devices");
+                }
+            }
+        }
+    }
     let provider = {
         let _one_writer = relay.devices_lock.lock().await;
         let mut list = load(relay)?;
