@@ -186,11 +186,14 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
         }
         ["channels", "reload"] => {
             only(&req, Method::POST)?;
+            empty_object(&Box::pin(read_body(req)).await?)?;
             crate::api::channel_routes::reload(&ctx.channels)
         }
         ["channels", id, "test"] => {
             only(&req, Method::POST)?;
-            Box::pin(crate::api::channel_routes::test(&ctx.channels, id)).await
+            let id = id.to_string();
+            empty_object(&Box::pin(read_body(req)).await?)?;
+            Box::pin(crate::api::channel_routes::test(&ctx.channels, &id)).await
         }
         ["relay", "devices"] => {
             only(&req, Method::GET)?;
@@ -292,6 +295,16 @@ fn health() -> Response<ResBody> {
         StatusCode::OK,
         &json!({"status": "ok", "version": crate::VERSION, "api": crate::API_VERSION}),
     )
+}
+
+/// A body that is empty or a JSON object (its fields are ignored): anything else is refused.
+fn empty_object(bytes: &[u8]) -> Result<(), ApiError> {
+    match parse_json(bytes, true)? {
+        serde_json::Value::Object(_) => Ok(()),
+        _ => Err(ApiError::bad_request(
+            "request body must be a JSON object (or empty)",
+        )),
+    }
 }
 
 fn status(ctx: &ApiContext) -> Response<ResBody> {

@@ -598,6 +598,14 @@ async fn channels_test_sends_now_and_the_cli_refuses_bad_input_naming_the_field(
     ntfy.wait_for(5, |n| n.shown("t-test").len() == 1).await;
     let (code, _, err) = run(&home, &["channels", "test", "nope"]);
     assert_eq!(code, 3, "{err}");
+    // The API: a body that is not an object is refused with a reason, never a 500.
+    let api = _d.api(&home);
+    for path in ["/v1/channels/reload", "/v1/channels/phone/test"] {
+        let (code, v) = api.post(path, json!([null, null])).await;
+        assert_eq!(code, 400, "{path}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("JSON object"), "{v}");
+    }
+    assert_eq!(api.post("/v1/channels/reload", json!({})).await.0, 200);
     let (code, _, err) = run(
         &home,
         &[
