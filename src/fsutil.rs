@@ -269,6 +269,15 @@ pub fn read_if_exists(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// A text file's content; empty when it does not exist (a config file nobody wrote yet).
+pub fn read_text_or_empty(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The first executable file called `name` in the folders of a `PATH`-style list.
 pub fn find_executable(path_list: &OsStr, name: &str) -> Option<PathBuf> {
     std::env::split_paths(path_list)

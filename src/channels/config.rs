@@ -275,16 +275,11 @@ impl ChannelsConfig {
             #[serde(default)]
             channels: ChannelsConfig,
         }
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => {
-                return Err(ChannelConfigError::Read {
-                    path: path.into(),
-                    source,
-                })
-            }
-        };
+        let text =
+            crate::fsutil::read_text_or_empty(path).map_err(|source| ChannelConfigError::Read {
+                path: path.into(),
+                source,
+            })?;
         let whole: Whole = toml::from_str(&text).map_err(|e| ChannelConfigError::Parse {
             path: path.into(),
             message: e.message().to_string(),
@@ -296,16 +291,11 @@ impl ChannelsConfig {
     /// Replaces `[channels]` in `config.toml`, keeping every other setting and comment.
     pub fn save(&self, path: &Path) -> Result<()> {
         self.validate()?;
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => {
-                return Err(ChannelConfigError::Read {
-                    path: path.into(),
-                    source,
-                })
-            }
-        };
+        let text =
+            crate::fsutil::read_text_or_empty(path).map_err(|source| ChannelConfigError::Read {
+                path: path.into(),
+                source,
+            })?;
         let mut doc: toml_edit::DocumentMut =
             text.parse()
                 .map_err(|e: toml_edit::TomlError| ChannelConfigError::Parse {

@@ -242,16 +242,11 @@ impl RelayConfig {
             #[serde(default)]
             relay: RelayConfig,
         }
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => {
-                return Err(RelayConfigError::Read {
-                    path: path.into(),
-                    source,
-                })
-            }
-        };
+        let text =
+            crate::fsutil::read_text_or_empty(path).map_err(|source| RelayConfigError::Read {
+                path: path.into(),
+                source,
+            })?;
         let whole: Whole = toml::from_str(&text).map_err(|e| RelayConfigError::Parse {
             path: path.into(),
             message: e.message().to_string(),
@@ -281,16 +276,11 @@ impl RelayConfig {
 }
 
 fn read_document(path: &Path) -> Result<toml_edit::DocumentMut> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => {
-            return Err(RelayConfigError::Read {
-                path: path.into(),
-                source,
-            })
-        }
-    };
+    let text =
+        crate::fsutil::read_text_or_empty(path).map_err(|source| RelayConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
     text.parse()
         .map_err(|e: toml_edit::TomlError| RelayConfigError::Parse {
             path: path.into(),
