@@ -166,12 +166,17 @@ pub fn post(stdin: &[u8]) {
     else {
         return;
     };
+    // Checked by the model's rules before any broker is started for it.
+    let request = match crate::model::NotificationRequest::from_json(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e.0, "notification not posted: not a valid notification");
+            return;
+        }
+    };
     runtime.block_on(async {
         let posted = async {
             let client = client::attach_or_spawn(&paths).await?;
-            let request = crate::model::NotificationRequest::from_json(&body).map_err(|e| {
-                client::ClientError::BadReply(format!("the notification is not valid: {}", e.0))
-            })?;
             client.notify(&request).await
         };
         match tokio::time::timeout(std::time::Duration::from_secs(10), posted).await {
