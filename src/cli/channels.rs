@@ -130,7 +130,7 @@ pub struct RouteFilters {
     #[arg(long)]
     pub project: Option<String>,
     /// Only this type: permission_required, input_required, completed, error, …, or a
-    /// question kind (permission, single_choice, text).
+    /// question kind (permission, single_choice, multi_choice, text).
     #[arg(long = "type", value_name = "TYPE")]
     pub kind: Option<String>,
     /// Only at least this priority: low, normal, high, critical (questions are high).

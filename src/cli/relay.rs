@@ -78,7 +78,8 @@ pub struct RouteFilters {
     /// Only questions from this project.
     #[arg(long)]
     pub project: Option<String>,
-    /// Only this type: permission_required, input_required, or a kind (permission, single_choice, text).
+    /// Only this type: permission_required, input_required, or a kind (permission, single_choice,
+    /// multi_choice, text).
     #[arg(long = "type", value_name = "TYPE")]
     pub kind: Option<String>,
     /// Only at least this priority: low, normal, high, critical (questions are high).
