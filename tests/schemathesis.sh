@@ -20,7 +20,9 @@ if [ ! -x "$venv/bin/st" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check 'schemathesis>=4,<5'
 fi
-cargo build --locked -q --bin agentnotify
+# `cargo test --no-run` rather than `cargo build`: it reuses the test build (cargo unifies the
+# dev-dependencies' features there), where `cargo build` would compile a second copy.
+cargo test --locked -q --no-run
 home="$(mktemp -d)"
 trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$home"' EXIT
 AGENTNOTIFY_HOME="$home" target/debug/agentnotify daemon --port 0 --rate-limit 100000 --rate-burst 100000 >"$home/daemon.out" 2>&1 &
