@@ -4,6 +4,7 @@
 mod chromium;
 mod crafted;
 mod flow;
+mod parity;
 mod push;
 mod resilience;
 mod timing;
