@@ -22,7 +22,7 @@ impl From<ChannelError> for ApiError {
                 "channel_unavailable",
                 e.to_string(),
             ),
-            ChannelError::Failed { .. } => {
+            ChannelError::Failed { .. } | ChannelError::Gone { .. } => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "delivery_failed", e.to_string())
             }
         }

@@ -184,12 +184,19 @@ fn record(
         }
         Err(e) => {
             let now = Timestamp::now();
-            let dead = now.until(entry.created_at + DEAD_AFTER).is_zero();
-            let wait = retry_wait(entry.attempts);
-            let status = match &e {
-                ChannelError::Failed { status, .. } => *status,
-                _ => None,
+            let gone = matches!(e, ChannelError::Gone { .. });
+            let dead = gone || now.until(entry.created_at + DEAD_AFTER).is_zero();
+            let (status, asked) = match &e {
+                ChannelError::Failed {
+                    status,
+                    retry_after,
+                    ..
+                } => (*status, *retry_after),
+                ChannelError::Gone { status, .. } => (Some(*status), None),
+                _ => (None, None),
             };
+            // The receiver's own `Retry-After` when it is later than our backoff.
+            let wait = retry_wait(entry.attempts).max(asked.unwrap_or_default());
             let error = e.to_string();
             hub.broker.update_outbox(&entry.id, |s| {
                 let mut s = s.filter(same)?;
@@ -203,7 +210,15 @@ fn record(
                 }
                 Some(s)
             })?;
-            if dead {
+            if gone {
+                tracing::error!(
+                    id = %entry.subject_id,
+                    channel = %entry.channel,
+                    attempts = entry.attempts,
+                    status,
+                    "delivery dead-lettered: the receiver says the endpoint is gone"
+                );
+            } else if dead {
                 tracing::error!(
                     id = %entry.subject_id,
                     channel = %entry.channel,

@@ -48,12 +48,17 @@ pub enum ChannelError {
     Unavailable(String, String),
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
-    /// A delivery the receiver refused or could not take; retried.
+    /// A delivery the receiver refused or could not take; retried, not before `retry_after`
+    /// when the receiver said when (`Retry-After`).
     #[error("{message}")]
     Failed {
         message: String,
         status: Option<u16>,
+        retry_after: Option<Duration>,
     },
+    /// The receiver says the endpoint is gone for good (a webhook's 410): never retried.
+    #[error("{message}")]
+    Gone { message: String, status: u16 },
 }
 
 impl ChannelError {
@@ -61,6 +66,7 @@ impl ChannelError {
         ChannelError::Failed {
             message: message.into(),
             status,
+            retry_after: None,
         }
     }
 

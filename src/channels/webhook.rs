@@ -1,7 +1,11 @@
 //! Webhooks (SPEC §11.5): Standard Webhooks — `webhook-id` (stable across retries),
 //! `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>` over
 //! `{id}.{timestamp}.{body}` with the key of a `whsec_<base64>` secret. A 2xx is delivered;
-//! anything else (a 3xx included: redirects are not followed) is retried by the outbox.
+//! a 410 means the endpoint is gone and the event is not retried; anything else (a 3xx
+//! included: redirects are not followed) is retried by the outbox, not before the receiver's
+//! `Retry-After`.
+
+use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -84,15 +88,43 @@ pub async fn send(
         .await
         .map_err(ChannelError::http)?;
     let status = res.status().as_u16();
-    if (200..300).contains(&status) {
-        Ok(None)
-    } else {
-        Err(ChannelError::failed(
-            format!("the webhook answered {status}"),
-            Some(status),
-        ))
+    match status {
+        200..=299 => Ok(None),
+        410 => Err(ChannelError::Gone {
+            message: "the webhook answered 410 Gone: the receiver removed this endpoint, so \
+                      this event is not retried (check the URL, then `agentnotify channels \
+                      test` once it is back)"
+                .into(),
+            status,
+        }),
+        _ => Err(ChannelError::Failed {
+            message: format!("the webhook answered {status}"),
+            status: Some(status),
+            retry_after: retry_after(res.headers(), SystemTime::now()),
+        }),
     }
 }
+
+/// A `Retry-After` header (seconds, or an HTTP date) as a wait from `now`, at most an hour:
+/// Standard Webhooks asks senders to honour it on 429 and 5xx, and a receiver's "come back
+/// tomorrow" must not park an event past the point where it still matters.
+fn retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    let wait = match value.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(now)
+            .unwrap_or_default(),
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
+}
+
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 #[cfg(test)]
 mod tests {
@@ -107,6 +139,26 @@ mod tests {
             signature(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates_and_is_capped() {
+        use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+            retry_after(&h, now)
+        };
+        assert_eq!(with("120"), Some(Duration::from_secs(120)));
+        assert_eq!(
+            with("Wed, 21 Oct 2015 07:28:30 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(with("Wed, 21 Oct 2015 07:27:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(with("999999"), Some(MAX_RETRY_AFTER));
+        assert_eq!(with("soon"), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
     }
 
     #[test]

@@ -273,6 +273,70 @@ async fn webhook_failures_are_retried_with_one_webhook_id_until_delivered() {
     .await;
 }
 
+/// Standard Webhooks' delivery rules: a 410 means the endpoint is gone (the event is
+/// dead-lettered at once, never retried); a 5xx or 429 with `Retry-After` is not tried again
+/// before the receiver asked, however short our own backoff would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_gone_is_never_retried_and_retry_after_is_honoured() {
+    let home = Home::new();
+    let rx = WebhookReceiver::start().await;
+    rx.set_status(410);
+    add_webhook(&home, "ops", &rx.url, &[]);
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    let gone = api.ask_permission("gone").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let find = |st: &Value, id: &str| {
+        st["outbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["subject_id"] == id && e["action"] == "deliver")
+            .cloned()
+            .unwrap()
+    };
+    let st = wait_outbox(&api, 10, |o| {
+        o.iter()
+            .any(|e| e["subject_id"] == gone.as_str() && e["state"] == "dead")
+    })
+    .await;
+    let entry = find(&st, &gone);
+    assert_eq!(entry["last_status"], 410, "{entry}");
+    assert_eq!(entry["attempts"], 1, "{entry}");
+    assert!(
+        entry["last_error"].as_str().unwrap().contains("410 Gone"),
+        "{entry}"
+    );
+
+    rx.set_status_retry_after(503, 120);
+    let later = api.ask_permission("later").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = wait_outbox(&api, 10, |o| {
+        o.iter()
+            .any(|e| e["subject_id"] == later.as_str() && e["last_status"] == 503)
+    })
+    .await;
+    let entry = find(&st, &later);
+    assert_eq!(entry["state"], "waiting", "{entry}");
+    let next =
+        agentnotify::model::Timestamp::parse_rfc3339(entry["next_attempt_at"].as_str().unwrap())
+            .unwrap();
+    let wait = agentnotify::model::Timestamp::now().until(next);
+    assert!(
+        wait > Duration::from_secs(100),
+        "the receiver asked for 120 s; the next try is in {wait:?} ({entry})"
+    );
+    // The gone endpoint's event was tried once only, though the dispatcher ran again since.
+    assert_eq!(
+        of_type(&rx.received(), "interaction.created", &gone).len(),
+        1
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_with_undelivered_entries_delivers_every_one_after_restart_none_twice() {
     let home = Home::new();

@@ -92,9 +92,14 @@ async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
 }
 
 async fn reply(stream: &mut BufReader<TcpStream>, status: u16, body: &Value) {
+    reply_with(stream, status, "", body).await
+}
+
+/// A reply with extra header lines (each ending in `\r\n`).
+async fn reply_with(stream: &mut BufReader<TcpStream>, status: u16, headers: &str, body: &Value) {
     let body = body.to_string();
     let head = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{headers}connection: close\r\n\r\n",
         body.len()
     );
     let s = stream.get_mut();
@@ -111,7 +116,7 @@ pub struct WebhookReceiver {
     pub url: String,
     pub port: u16,
     received: Arc<Mutex<Vec<Request>>>,
-    status: Arc<Mutex<u16>>,
+    status: Arc<Mutex<(u16, String)>>,
     arrived: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -126,7 +131,7 @@ impl WebhookReceiver {
         let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let received: Arc<Mutex<Vec<Request>>> = Arc::default();
-        let status = Arc::new(Mutex::new(200u16));
+        let status = Arc::new(Mutex::new((200u16, String::new())));
         let arrived = Arc::new(Notify::new());
         let (r, s, a) = (received.clone(), status.clone(), arrived.clone());
         let task = tokio::spawn(async move {
@@ -138,10 +143,10 @@ impl WebhookReceiver {
                 tokio::spawn(async move {
                     let mut stream = BufReader::new(stream);
                     if let Some(req) = read_request(&mut stream).await {
-                        let code = *s.lock().unwrap();
+                        let (code, headers) = s.lock().unwrap().clone();
                         r.lock().unwrap().push(req);
                         a.notify_waiters();
-                        reply(&mut stream, code, &json!({})).await;
+                        reply_with(&mut stream, code, &headers, &json!({})).await;
                     }
                 });
             }
@@ -157,7 +162,12 @@ impl WebhookReceiver {
     }
 
     pub fn set_status(&self, code: u16) {
-        *self.status.lock().unwrap() = code;
+        *self.status.lock().unwrap() = (code, String::new());
+    }
+
+    /// Answers `code` with a `Retry-After: {secs}` header.
+    pub fn set_status_retry_after(&self, code: u16, secs: u64) {
+        *self.status.lock().unwrap() = (code, format!("retry-after: {secs}\r\n"));
     }
 
     pub fn received(&self) -> Vec<Request> {
