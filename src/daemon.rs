@@ -122,6 +122,12 @@ pub async fn run(
         relay,
         channels,
     });
+    // A click on a desktop notification opens the page; weak, or the two would keep each
+    // other alive.
+    let weak = Arc::downgrade(&ctx);
+    ctx.channels.set_ui_link(Box::new(move || {
+        weak.upgrade().map(|ctx| crate::api::ui::link_url(&ctx))
+    }));
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(api::serve(listener, Arc::clone(&ctx), stop_rx.clone()));
     #[cfg(unix)]

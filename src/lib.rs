@@ -7,6 +7,7 @@ pub use agentnotify_model as model;
 
 pub mod api;
 pub mod broker;
+pub mod browser;
 pub mod channels;
 pub mod cli;
 pub mod client;

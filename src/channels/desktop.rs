@@ -2,8 +2,9 @@
 //! through zbus.
 //!
 //! `Notify` with app name `agentnotify`, the title as summary, the body (consent applied by
-//! `content`), urgency critical for permission questions, and — with `--answer-buttons`,
-//! when the server lists the `actions` capability — one action per choice. An
+//! `content`), urgency critical for permission questions, and, when the server lists the
+//! `actions` capability, the `default` action (a click on the notification opens the web UI
+//! with a fresh one-time link) and — with `--answer-buttons` — one action per choice. An
 //! `ActionInvoked` signal answers the question (`source: desktop`) only if it comes from the
 //! bus name that owns `org.freedesktop.Notifications` at that moment: any other connection
 //! on the bus can emit a signal with the same name and arguments. A repeat uses
@@ -11,7 +12,7 @@
 //! the channel is unavailable (its deliveries are retried like any failure); nothing else
 //! breaks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -29,6 +30,8 @@ use crate::model::{AnswerSubmission, Interaction, Status};
 
 const NAME: &str = "org.freedesktop.Notifications";
 const PATH: &str = "/org/freedesktop/Notifications";
+/// The action key of a click on the notification itself: opens the web UI.
+const OPEN: &str = "default";
 /// Longest a D-Bus call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -47,6 +50,8 @@ pub struct Desktop {
     last_error: Mutex<Option<String>>,
     /// Notification id → what it answers (questions with buttons only).
     shown: Mutex<HashMap<u32, Shown>>,
+    /// Notifications shown with the `default` action (a click on the notification itself).
+    openable: Mutex<HashSet<u32>>,
     /// Set once something was shown: the listener starts then, not before.
     wanted: Notify,
     listening: AtomicBool,
@@ -124,17 +129,29 @@ impl Desktop {
         previous: Option<Value>,
     ) -> Result<Option<Value>, ChannelError> {
         let conn = self.connection().await.map_err(|e| unavailable(&c.id, e))?;
-        let mut actions: Vec<String> = Vec::new();
+        let caps: Vec<String> = self
+            .call(conn, "GetCapabilities", &())
+            .await
+            .map_err(|e| ChannelError::failed(e, None))?;
+        let has_actions = caps.iter().any(|c| c == "actions");
+        // A choice whose id is the click's own key could be answered by a click on the
+        // notification itself: such a question gets no buttons.
         let buttons = match question {
-            Some(q) if c.answer_buttons && !content.choices.is_empty() => {
-                let caps: Vec<String> = self
-                    .call(conn, "GetCapabilities", &())
-                    .await
-                    .map_err(|e| ChannelError::failed(e, None))?;
-                caps.iter().any(|c| c == "actions").then_some(q)
+            Some(q)
+                if has_actions
+                    && c.answer_buttons
+                    && !content.choices.is_empty()
+                    && content.choices.iter().all(|c| c.id != OPEN) =>
+            {
+                Some(q)
             }
             _ => None,
         };
+        let mut actions: Vec<String> = Vec::new();
+        if has_actions {
+            actions.push(OPEN.into());
+            actions.push("Open agentnotify".into());
+        }
         if buttons.is_some() {
             for choice in &content.choices {
                 actions.push(choice.id.clone());
@@ -180,6 +197,12 @@ impl Desktop {
                     choices: content.choices.iter().map(|c| c.id.clone()).collect(),
                 },
             );
+        }
+        if has_actions {
+            self.openable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id);
             if !self.listening.load(Ordering::SeqCst) {
                 self.wanted.notify_one();
             }
@@ -196,6 +219,10 @@ impl Desktop {
             return Ok(());
         };
         self.shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        self.openable
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
@@ -266,6 +293,17 @@ impl Desktop {
     }
 
     async fn on_action(&self, hub: &Hub, id: u32, key: &str) {
+        if key == OPEN {
+            let ours = self
+                .openable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&id);
+            if ours {
+                hub.open_ui().await;
+            }
+            return;
+        }
         let target = {
             let shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
             shown

@@ -113,7 +113,13 @@ pub struct Hub {
     clients: OnceLock<(reqwest::Client, reqwest::Client)>,
     subscriptions: Mutex<HashMap<String, (String, tokio::task::JoinHandle<()>)>>,
     pub desktop: desktop::Desktop,
+    /// Mints a one-time web UI link (the API's session store is above this layer, so the
+    /// daemon hands it in): a click on a desktop notification opens the page with it.
+    ui_link: OnceLock<UiLink>,
 }
+
+/// Makes a one-time web UI login link; `None` once the API is gone.
+pub type UiLink = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl Hub {
     pub fn new(
@@ -138,6 +144,7 @@ impl Hub {
             clients: OnceLock::new(),
             subscriptions: Mutex::default(),
             desktop: desktop::Desktop::default(),
+            ui_link: OnceLock::new(),
         });
         broker.set_planner(Arc::new(Routes(Arc::clone(&hub))));
         hub
@@ -390,5 +397,29 @@ impl Planner for Routes {
                 delay,
             })
             .collect()
+    }
+}
+
+impl Hub {
+    /// Hands in how to mint a one-time web UI link (once, by the daemon).
+    pub fn set_ui_link(&self, mint: UiLink) {
+        let _ = self.ui_link.set(mint);
+    }
+
+    /// Opens the web UI on this machine's desktop with a fresh one-time link, through the
+    /// private forwarding page (never the link on a command line).
+    pub async fn open_ui(&self) {
+        let Some(url) = self.ui_link.get().and_then(|mint| mint()) else {
+            return;
+        };
+        let paths = self.paths.clone();
+        let opened = tokio::task::spawn_blocking(move || crate::browser::open(&paths, &url))
+            .await
+            .unwrap_or(false);
+        if opened {
+            tracing::info!("web UI opened from a desktop notification");
+        } else {
+            tracing::warn!("cannot open the web UI from a desktop notification (no opener)");
+        }
     }
 }

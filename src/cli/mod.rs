@@ -2,7 +2,6 @@
 
 mod answer;
 mod args;
-mod browser;
 pub mod channels;
 mod demo;
 mod output;
@@ -368,7 +367,7 @@ async fn ui(print_only: bool) -> Result<(), CliError> {
         println!("{url}");
         return Ok(());
     }
-    let opened = browser::open(&paths, url);
+    let opened = crate::browser::open(&paths, url);
     let secs = link["expires_in"].as_u64().unwrap_or(120);
     if opened {
         println!("Opening the web UI in your browser. If nothing opens, visit this link (it works once, within {secs} s):");

@@ -16,6 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("secret", &["fsutil"]),
     ("logging", &["paths", "fsutil", "model"]),
     ("endpoint", &["paths", "fsutil"]),
+    ("browser", &["paths", "fsutil"]),
     ("store", &["model"]),
     ("broker", &["model", "store"]),
     (
@@ -27,7 +28,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "channels",
         &[
-            "broker", "config", "model", "fsutil", "paths", "secret", "relay",
+            "broker", "config", "model", "fsutil", "paths", "secret", "relay", "browser",
         ],
     ),
     (
@@ -62,7 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "cli",
         &[
             "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
-            "logging", "model", "paths", "secret", "hook", "setup", "exit",
+            "logging", "model", "paths", "secret", "hook", "setup", "exit", "browser",
         ],
     ),
 ];

@@ -265,6 +265,92 @@ async fn desktop_buttons_answer_only_from_the_server_and_a_settled_question_clos
     mock.wait_call("CloseNotification");
 }
 
+/// A click on the notification itself (`default`) opens the web UI with a fresh one-time
+/// link, through the private forwarding page (never the link on a command line); a forged
+/// `default` from another connection on the bus opens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_a_desktop_notification_opens_the_web_ui_with_a_one_time_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let bus = Bus::start();
+    let mock = Mock::start(&bus, "body actions");
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("argv");
+    let opener = bin.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{0}.tmp' && mv '{0}.tmp' '{0}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = Home::new()
+        .with_env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .with_env("PATH", path);
+    add_desktop(&home, &[]);
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    api.ask_permission("open me").await;
+    let notify = mock.wait_call("Notify");
+    assert!(
+        notify.contains("'default'") || notify.contains("\"default\""),
+        "the click action is offered: {notify}"
+    );
+    assert!(
+        !notify.contains("allow-once"),
+        "no answer buttons without --answer-buttons: {notify}"
+    );
+    // Forged: the same signal from a connection that does not own the name.
+    let (ok, out) = bus.gdbus(&[
+        "emit",
+        "--session",
+        "-o",
+        "/org/freedesktop/Notifications",
+        "-s",
+        "org.freedesktop.Notifications.ActionInvoked",
+        "1",
+        "'default'",
+    ]);
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !home
+        .logs()
+        .contains("does not own org.freedesktop.Notifications ignored")
+    {
+        assert!(Instant::now() < deadline, "the forged signal was not seen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!record.exists(), "a forged click opened the page");
+    // The server's own signal: the page opens.
+    mock.click(&bus, 1, "default");
+    while !record.exists() {
+        assert!(Instant::now() < deadline, "the opener never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let argv = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        !argv.contains("#t="),
+        "the link is on a command line: {argv}"
+    );
+    let page = std::path::Path::new(argv.trim());
+    assert!(page.starts_with(home.path()), "{argv}");
+    assert_eq!(
+        std::fs::metadata(page).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains("/ui/#t="),
+        "the page forwards to a login link: {html}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn desktop_without_actions_shows_no_buttons_and_repeats_replace_in_place() {
     let bus = Bus::start();

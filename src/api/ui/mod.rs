@@ -80,14 +80,19 @@ impl UiState {
 
 /// `POST /v1/ui/link` (bearer-authenticated): a one-time login link for the page.
 pub fn mint_link(ctx: &ApiContext) -> Response<ResBody> {
-    let token = ctx.ui.sessions.mint_link(Instant::now());
-    // In the fragment: a browser never sends it to a server, not even ours.
-    let url = format!("{}/ui/#t={}", ctx.url, token.expose());
-    tracing::info!("web UI login link issued");
+    let url = link_url(ctx);
     json_response(
         StatusCode::OK,
         &json!({"url": url, "expires_in": ctx.ui.sessions.link_ttl().as_secs()}),
     )
+}
+
+/// A fresh one-time login link.
+pub fn link_url(ctx: &ApiContext) -> String {
+    let token = ctx.ui.sessions.mint_link(Instant::now());
+    tracing::info!("web UI login link issued");
+    // In the fragment: a browser never sends it to a server, not even ours.
+    format!("{}/ui/#t={}", ctx.url, token.expose())
 }
 
 /// Serves every path under `/ui`.
