@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::{fixture, Api, Daemon, Home, AGENTNOTIFY, HOOK};
+use crate::support::{fixture, Api, Daemon, FakeOpener, Home, AGENTNOTIFY, HOOK};
 
 /// A private session bus.
 struct Bus {
@@ -175,6 +175,31 @@ impl Drop for Mock {
     }
 }
 
+/// Emits `ActionInvoked(id, key)` from a connection that does not own the notification
+/// server's name (any program on the session bus can), and waits until the broker has
+/// logged that it ignored it.
+async fn forge_click(bus: &Bus, home: &Home, id: u32, key: &str) {
+    let (ok, out) = bus.gdbus(&[
+        "emit",
+        "--session",
+        "-o",
+        "/org/freedesktop/Notifications",
+        "-s",
+        "org.freedesktop.Notifications.ActionInvoked",
+        &id.to_string(),
+        &format!("'{key}'"),
+    ]);
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !home
+        .logs()
+        .contains("does not own org.freedesktop.Notifications ignored")
+    {
+        assert!(Instant::now() < deadline, "the forged signal was not seen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn add_desktop(home: &Home, extra: &[&str]) {
     let mut args = vec!["channels", "add", "desktop", "laptop"];
     args.extend_from_slice(extra);
@@ -220,25 +245,7 @@ async fn desktop_buttons_answer_only_from_the_server_and_a_settled_question_clos
     );
     let q = api.pending().await.remove(0);
     // A signal from another connection on the bus, naming the same notification: ignored.
-    let (ok, out) = bus.gdbus(&[
-        "emit",
-        "--session",
-        "-o",
-        "/org/freedesktop/Notifications",
-        "-s",
-        "org.freedesktop.Notifications.ActionInvoked",
-        "1",
-        "'allow-once'",
-    ]);
-    assert!(ok, "{out}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !home
-        .logs()
-        .contains("does not own org.freedesktop.Notifications ignored")
-    {
-        assert!(Instant::now() < deadline, "the forged signal was not seen");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    forge_click(&bus, &home, 1, "allow-once").await;
     let (_, still) = api
         .get(&format!("/v1/interactions/{}", q["id"].as_str().unwrap()))
         .await;
@@ -273,26 +280,11 @@ async fn a_click_on_a_desktop_notification_opens_the_web_ui_with_a_one_time_link
     use std::os::unix::fs::PermissionsExt;
     let bus = Bus::start();
     let mock = Mock::start(&bus, "body actions");
-    let bin = tempfile::tempdir().unwrap();
-    let record = bin.path().join("argv");
-    let opener = bin.path().join("xdg-open");
-    std::fs::write(
-        &opener,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{0}.tmp' && mv '{0}.tmp' '{0}'\n",
-            record.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let opener = FakeOpener::new();
+    let record = opener.record.clone();
     let home = Home::new()
         .with_env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-        .with_env("PATH", path);
+        .with_env("PATH", opener.path_env());
     add_desktop(&home, &[]);
     let d = Daemon::start(&home, &[]);
     let api = d.api(&home);
@@ -307,28 +299,11 @@ async fn a_click_on_a_desktop_notification_opens_the_web_ui_with_a_one_time_link
         "no answer buttons without --answer-buttons: {notify}"
     );
     // Forged: the same signal from a connection that does not own the name.
-    let (ok, out) = bus.gdbus(&[
-        "emit",
-        "--session",
-        "-o",
-        "/org/freedesktop/Notifications",
-        "-s",
-        "org.freedesktop.Notifications.ActionInvoked",
-        "1",
-        "'default'",
-    ]);
-    assert!(ok, "{out}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !home
-        .logs()
-        .contains("does not own org.freedesktop.Notifications ignored")
-    {
-        assert!(Instant::now() < deadline, "the forged signal was not seen");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    forge_click(&bus, &home, 1, "default").await;
     assert!(!record.exists(), "a forged click opened the page");
     // The server's own signal: the page opens.
     mock.click(&bus, 1, "default");
+    let deadline = Instant::now() + Duration::from_secs(10);
     while !record.exists() {
         assert!(Instant::now() < deadline, "the opener never ran");
         tokio::time::sleep(Duration::from_millis(20)).await;

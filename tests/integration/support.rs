@@ -344,3 +344,38 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// A stand-in for the desktop's opener (`xdg-open`, first on a `PATH` of its own) that
+/// records the arguments it was given in `record`, written whole once it ran.
+pub struct FakeOpener {
+    pub record: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl FakeOpener {
+    pub fn new() -> FakeOpener {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("argv");
+        let opener = dir.path().join("xdg-open");
+        std::fs::write(
+            &opener,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{0}.tmp' && mv '{0}.tmp' '{0}'\n",
+                record.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeOpener { record, dir }
+    }
+
+    /// `PATH` with the stand-in first.
+    pub fn path_env(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}

@@ -782,26 +782,13 @@ async fn an_open_page_keeps_an_on_demand_broker_up() {
 async fn agentnotify_ui_never_puts_the_link_on_a_command_line() {
     use std::os::unix::fs::PermissionsExt;
     let d = TestDaemon::start();
-    let bin = tempfile::tempdir().unwrap();
-    let record = bin.path().join("argv");
-    let opener = bin.path().join("xdg-open");
-    std::fs::write(
-        &opener,
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$RECORD.tmp\" && mv \"$RECORD.tmp\" \"$RECORD\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let opener = crate::support::FakeOpener::new();
+    let record = opener.record.clone();
     let out = d
         .home
         .cmd(support_bin())
         .arg("ui")
-        .env("PATH", path)
-        .env("RECORD", &record)
+        .env("PATH", opener.path_env())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
