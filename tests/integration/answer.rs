@@ -85,14 +85,14 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
-        let out = Command::new("tmux")
+        let out = Command::new(crate::provision::require(&crate::provision::TMUX))
             .arg("-L")
             .arg(&self.socket)
             .args(args)
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .output()
-            .expect("tmux is installed");
+            .expect("tmux runs");
         assert!(
             out.status.success(),
             "tmux {args:?}: {}",
@@ -141,7 +141,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = Command::new(crate::provision::require(&crate::provision::TMUX))
             .arg("-L")
             .arg(&self.socket)
             .arg("kill-server")

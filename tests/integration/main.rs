@@ -19,6 +19,10 @@ mod lifecycle;
 mod openapi;
 mod phone;
 mod private;
+/// Finds or installs the outside programs some tests drive.
+#[allow(dead_code)]
+#[path = "../support/provision.rs"]
+mod provision;
 mod receivers;
 mod relay;
 mod reliability;
