@@ -11,6 +11,7 @@ mod cli;
 #[cfg(unix)]
 mod desktop;
 mod durability;
+mod guide;
 #[cfg(unix)]
 mod harness;
 mod hook;

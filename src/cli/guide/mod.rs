@@ -139,7 +139,12 @@ pub async fn run(a: SetupArgs) -> Result<(), CliError> {
     }
 
     step("4/4", "the whole setup, checked (agentnotify-hook doctor)");
-    print!("{}", crate::setup::doctor::run(&env, &[]).render());
+    // doctor blocks on runtimes of its own, so it runs off this one.
+    let summary =
+        tokio::task::spawn_blocking(move || crate::setup::doctor::run(&env, &[]).render())
+            .await
+            .map_err(|e| CliError::Other(format!("doctor failed: {e}")))?;
+    print!("{summary}");
     println!("\nRun `agentnotify setup` again to change any of this.");
     Ok(())
 }
