@@ -153,6 +153,56 @@ fn setup_yes_wires_both_hosts_and_ntfy_says_where_and_a_second_run_changes_nothi
 }
 
 #[test]
+fn setup_offers_desktop_notifications_only_with_a_session_bus() {
+    let home = Home::new();
+    let out = setup(&home, &["--yes", "--desktop", "--no-test"]);
+    assert!(text(&out).contains("Desktop notifications: not offered (no session D-Bus here)"));
+    assert!(!home.path().join("config.toml").exists());
+
+    let out = home
+        .cmd(AGENTNOTIFY)
+        .args(["setup", "--yes", "--desktop", "--no-test"])
+        .env("PATH", path())
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    assert!(
+        config.contains("kind = \"desktop\"") && config.contains("answer_buttons = true"),
+        "{config}"
+    );
+}
+
+#[test]
+fn setup_adds_a_relay_pairs_a_phone_and_keeps_the_provider_on_a_second_run() {
+    let home = Home::new();
+    let relay = RelayProc::start(&home);
+    let args = ["--yes", "--relay", relay.url.as_str(), "--no-test"];
+    let out = setup(&home, &args);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("relay provider phone added"), "{said}");
+    assert!(
+        said.contains(&format!("open on the phone: {}/app/#pair=", relay.url)),
+        "{said}"
+    );
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    let out = setup(&home, &args);
+    let again = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{again}");
+    assert!(
+        again.contains("Phone app: already set up (relay provider phone)"),
+        "{again}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("config.toml")).unwrap(),
+        config
+    );
+}
+
+#[test]
 fn setup_without_a_terminal_or_yes_refuses_and_names_the_flags() {
     let home = Home::new();
     let out = setup(&home, &[]);
