@@ -374,9 +374,9 @@ async fn doctor_reports_a_channels_last_delivery_error_with_the_fix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_reports_the_relay_link_configured_reachable_and_paired() {
     let mut s = Setup::new(3600).await;
-    // The broker admits the registered phone when it next looks at the Relay's devices.
-    let (code, _, err) = run(&s.home, &["relay", "devices"]);
-    assert_eq!(code, 0, "{err}");
+    // The broker admits the registered phone when it next polls the Relay.
+    let (code, polled) = s.poll();
+    assert_eq!(code, 0, "{polled}");
     let said = doctor(&s.home);
     assert!(
         said.contains("ok    relay configured: home at http://"),
@@ -387,6 +387,8 @@ async fn doctor_reports_the_relay_link_configured_reachable_and_paired() {
         said.contains("ok    relay devices: home: 1 phone(s) paired"),
         "{said}"
     );
+    let (_, status, _) = run(&s.home, &["relay", "status"]);
+    assert!(status.contains("  reachable"), "{status}");
 
     // The Relay goes away: doctor says so and what to do.
     let _ = s.relay.child.kill();
@@ -400,6 +402,10 @@ async fn doctor_reports_the_relay_link_configured_reachable_and_paired() {
         said.contains("fix: check the URL and your network"),
         "{said}"
     );
+    // …and so does the command doctor points to.
+    let (code, status, err) = run(&s.home, &["relay", "status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(status.contains("unreachable: "), "{status}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! leaves the machine's own copies alone.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -121,12 +122,12 @@ fn provide(need: &Need) -> Result<PathBuf, String> {
     if let Some(path) = present(need) {
         return Ok(path);
     }
-    eprintln!(
+    say(format_args!(
         "installing {} (apt-get install {}): {}",
         need.program,
         need.packages.join(" "),
         need.why
-    );
+    ));
     apt_install(need.packages)?;
     present(need).ok_or_else(|| {
         format!(
@@ -210,13 +211,13 @@ fn unpack_locally(need: &Need) -> Result<PathBuf, String> {
     if path.is_file() {
         return Ok(path);
     }
-    eprintln!(
+    say(format_args!(
         "installing {} into {} (AGENTNOTIFY_TEST_FRESH: apt-get download {}): {}",
         need.program,
         root.display(),
         need.packages.join(" "),
         need.why
-    );
+    ));
     let debs = provision_dir().join("debs");
     std::fs::create_dir_all(&debs).map_err(|e| e.to_string())?;
     let ok = Command::new("apt-get")
@@ -255,6 +256,12 @@ fn unpack_locally(need: &Need) -> Result<PathBuf, String> {
     path.is_file()
         .then(|| path.clone())
         .ok_or_else(|| format!("{} is not in {}", need.file, need.packages.join(" ")))
+}
+
+/// Straight to stderr, not through `eprintln!`, which the test harness captures (and shows
+/// only for a failing test): an install is worth seeing either way.
+fn say(what: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{what}");
 }
 
 fn provision_dir() -> PathBuf {
