@@ -255,9 +255,7 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
     let home = Home::new();
     std::fs::create_dir_all(home.path().join("home/.claude")).unwrap();
     let t = Tmux::program(&home, &["setup", "--test-timeout", "60"]);
-    let screen = t
-        .wait_for("Install agentnotify's hooks into Claude Code")
-        .await;
+    let screen = t.wait_for("Install them into Claude Code?").await;
     assert!(
         screen.contains("settings.json"),
         "the file is named first:\n{screen}"
@@ -273,7 +271,7 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
     t.keys(&["C-u"]);
     t.type_text("http://127.0.0.1:9");
     t.keys(&["Enter"]);
-    t.wait_for("Send each question's text through http://127.0.0.1:9")
+    t.wait_for("Send the question's text through http://127.0.0.1:9?")
         .await;
     t.keys(&["n"]);
     let screen = t.wait_for("Subscribe to it in the ntfy app").await;
@@ -284,8 +282,7 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
     t.wait_for("Relay URL for the phone app").await;
     t.keys(&["Enter"]);
     t.wait_for("Phone app: skipped").await;
-    t.wait_for("Send a test question through the real hook now")
-        .await;
+    t.wait_for("Send a test question now?").await;
     t.keys(&["y"]);
     t.wait_for("Waiting up to 60 s").await;
 

@@ -56,7 +56,7 @@ pub struct SetupArgs {
 
 /// Asks the person, or with `--yes` takes the scripted answer.
 pub(super) struct Ask {
-    yes: bool,
+    pub(super) yes: bool,
 }
 
 impl Ask {
@@ -123,13 +123,11 @@ pub async fn run(a: SetupArgs) -> Result<(), CliError> {
     surfaces::relay(&ask, &paths, a.relay.as_deref()).await?;
 
     step("3/4", "a test question");
-    if !a.no_test
-        && ask.confirm(
-            "Send a test question through the real hook now, and answer it where you just set up?",
-            true,
-            true,
-        )?
-    {
+    if !a.no_test && {
+        println!("  A sample permission request goes through the real hook, as your agent's will.");
+        ask.confirm("Send a test question now?", true, true)?
+    } {
+        println!("  It goes to every place set up above: answer it wherever suits you.");
         super::demo::run(super::args::DemoArgs {
             timeout: a.test_timeout,
         })
@@ -205,14 +203,13 @@ fn host(ask: &Ask, env: &Env, row: &HostRow, hook: &std::path::Path) -> Result<b
         );
         return Ok(true);
     }
-    let prompt = format!(
-        "Install agentnotify's hooks into {} (ask before tools run, notify when it stops{})? \
-         Writes {}",
+    println!(
+        "  {}: the hooks ask you before tools run and notify you when it stops{}; this writes {}",
         row.name,
         trust_note(row),
         files.join(", ")
     );
-    if !ask.confirm(&prompt, true, true)? {
+    if !ask.confirm(&format!("Install them into {}?", row.name), true, true)? {
         println!("  {}: left as it is.", row.name);
         return Ok(false);
     }
@@ -227,7 +224,7 @@ fn host(ask: &Ask, env: &Env, row: &HostRow, hook: &std::path::Path) -> Result<b
 
 fn trust_note(row: &HostRow) -> &'static str {
     if row.needs_trust {
-        ", trusted in Codex's config.toml"
+        " (trusted in Codex's config.toml)"
     } else {
         ""
     }

@@ -34,7 +34,7 @@ pub async fn desktop(ask: &Ask, paths: &Paths, scripted: bool) -> Result<(), Cli
         return Ok(());
     }
     if !ask.confirm(
-        "Show questions as desktop notifications, with a button per answer?",
+        "Show questions as desktop notifications (a button per answer)?",
         true,
         scripted,
     )? {
@@ -72,11 +72,14 @@ pub async fn ntfy(
         scripted.unwrap_or_default(),
     )?;
     let server = server.trim_end_matches('/').to_string();
+    if !ask.yes {
+        println!(
+            "  With the question's text and Allow/Deny buttons you can answer from the phone, \
+             but {server} can read them; without, the phone only hears that a question waits."
+        );
+    }
     let message = ask.confirm(
-        &format!(
-            "Send each question's text through {server} (it can read it) and add Allow/Deny \
-             buttons? Without this the phone only hears that a question waits"
-        ),
+        &format!("Send the question's text through {server}?"),
         true,
         scripted_message,
     )?;
@@ -107,7 +110,7 @@ pub async fn relay(ask: &Ask, paths: &Paths, scripted: Option<&str>) -> Result<(
         }
         None => {
             let url = ask.input(
-                "Relay URL for the phone app (empty to skip)",
+                "Relay URL for the phone app (empty: skip)",
                 "",
                 scripted.unwrap_or_default(),
             )?;
