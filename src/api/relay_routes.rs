@@ -94,14 +94,23 @@ pub async fn status(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
         .filter(|e| e.state != EntryState::Delivered && cfg.provider(&e.channel).is_some())
         .collect();
     let cursors = poller::load_cursors(relay);
+    let reach = futures_util::future::join_all(
+        cfg.providers
+            .iter()
+            .map(|p| reachable(relay, &cfg, &p.id, p.enabled)),
+    )
+    .await;
     let providers: Vec<Value> = cfg
         .providers
         .iter()
-        .map(|p| {
+        .zip(reach)
+        .map(|(p, reach)| {
             json!({
                 "id": p.id, "enabled": p.enabled, "relay_url": p.relay_url,
                 "installation_id": p.installation_id,
                 "has_cursor": cursors.contains_key(&p.id),
+                "reachable": reach.is_ok(),
+                "unreachable_reason": reach.err(),
             })
         })
         .collect();
@@ -109,6 +118,25 @@ pub async fn status(relay: &RelayLink) -> Result<Response<ResBody>, ApiError> {
         StatusCode::OK,
         &json!({"providers": providers, "outbox": outbox}),
     ))
+}
+
+/// Whether the provider's Relay answers an authenticated request (its device list) within
+/// a few seconds: what `doctor` reports as the Relay link.
+async fn reachable(
+    relay: &RelayLink,
+    cfg: &crate::relay::config::RelayConfig,
+    id: &str,
+    enabled: bool,
+) -> Result<(), String> {
+    if !enabled {
+        return Err("disabled".into());
+    }
+    let endpoint = relay.endpoint(cfg, id).map_err(|e| e.to_string())?;
+    match tokio::time::timeout(std::time::Duration::from_secs(3), endpoint.client.devices()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 3 s".into()),
+    }
 }
 
 /// The paired devices of every provider, with when the Relay last saw each (best effort:

@@ -67,6 +67,15 @@ agentnotify answer <id> --text \"Use the staging database\""
     /// Get notified: desktop, ntfy (phone) and webhook channels, and which questions go where.
     #[command(subcommand)]
     Channels(crate::cli::channels::ChannelsCommand),
+    /// Set everything up, guided: your agents' hooks, where questions reach you, a test question.
+    ///
+    /// Re-runnable: what is set up already is kept and shown. Every file is named before it is
+    /// written. Ends with doctor's summary.
+    Setup(crate::cli::guide::SetupArgs),
+    /// Print a shell completion script for agentnotify or agentnotify-hook.
+    Completions(crate::cli::manual::CompletionsArgs),
+    /// Write the man pages of agentnotify and agentnotify-hook into a folder.
+    Man(crate::cli::manual::ManArgs),
 }
 
 #[derive(Debug, Args)]

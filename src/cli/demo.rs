@@ -94,7 +94,7 @@ async fn find_question(client: &client::Client, session: &str) -> Result<Interac
     ))
 }
 
-fn hook_executable() -> Result<std::path::PathBuf, CliError> {
+pub(super) fn hook_executable() -> Result<std::path::PathBuf, CliError> {
     let name = format!("agentnotify-hook{}", std::env::consts::EXE_SUFFIX);
     let me = std::env::current_exe().map_err(|e| CliError::Other(e.to_string()))?;
     let sibling = me.with_file_name(&name);

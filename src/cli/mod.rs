@@ -4,6 +4,8 @@ mod answer;
 mod args;
 pub mod channels;
 mod demo;
+mod guide;
+mod manual;
 mod output;
 pub mod relay;
 mod tui;
@@ -152,6 +154,12 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Status(a) => status(a.json).await,
         Command::Relay(c) => Ok(crate::cli::relay::run(c).await?),
         Command::Channels(c) => Ok(channels::run(c).await?),
+        Command::Setup(a) => guide::run(a).await,
+        Command::Completions(a) => {
+            manual::completions(a);
+            Ok(())
+        }
+        Command::Man(a) => manual::man(a),
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;

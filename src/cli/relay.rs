@@ -339,8 +339,13 @@ pub async fn run(cmd: RelayCommand) -> Result<()> {
                 print_json(&v);
             } else {
                 for p in v["providers"].as_array().into_iter().flatten() {
+                    let reach = match p["unreachable_reason"].as_str() {
+                        _ if p["reachable"] == true => "reachable".to_string(),
+                        Some(why) => format!("unreachable: {why}"),
+                        None => String::new(),
+                    };
                     println!(
-                        "{}  {}  {}",
+                        "{}  {}  {}  {reach}",
                         p["id"].as_str().unwrap_or("?"),
                         if p["enabled"] == true {
                             "enabled "

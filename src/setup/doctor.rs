@@ -44,7 +44,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(
+    pub(super) fn new(
         host: Option<Host>,
         name: &'static str,
         status: Status,
@@ -60,7 +60,7 @@ impl Check {
         }
     }
 
-    fn fix(mut self, fix: impl Into<String>) -> Check {
+    pub(super) fn fix(mut self, fix: impl Into<String>) -> Check {
         self.fix = Some(fix.into());
         self
     }
@@ -114,6 +114,7 @@ pub fn run(env: &Env, hosts: &[Host]) -> Report {
         Ok(paths) => {
             checks.push(broker(&paths));
             checks.extend(channels(&paths));
+            checks.extend(super::links::checks(&paths));
             checks.push(token_file(&paths.token_file()));
         }
         Err(e) => checks.push(
@@ -437,8 +438,12 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
     }
     if !installed {
         checks.push(
-            Check::new(Some(host), "hook_installed", Status::Info, "not installed")
-                .fix(format!("run `{}`", reinstall_command(host, Scope::User))),
+            Check::new(Some(host), "hook_installed", Status::Info, "not installed").fix(format!(
+                "run `agentnotify setup --host {}` (or `{}{}`)",
+                host.as_str(),
+                reinstall_command(host, Scope::User),
+                if host == Host::Codex { " --trust" } else { "" }
+            )),
         );
     }
     (installed, checks)

@@ -12,7 +12,8 @@
 //!
 //! Modules, one job each: [`cli`] (arguments, output), [`install`] / [`uninstall`]
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
-//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client), [`command`] (the hook command line),
+//! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client, and
+//! [`links`], the channels and Relay links), [`command`] (the hook command line),
 //! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
 //! [`files`] / [`plan`] (safe file replacement), [`diff`].
 
@@ -28,6 +29,7 @@ pub mod health;
 pub mod host;
 pub mod install;
 pub mod json_config;
+pub mod links;
 pub mod notify_hooks;
 pub mod plan;
 pub mod snippets;

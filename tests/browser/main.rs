@@ -10,6 +10,11 @@ mod origin;
 mod phone;
 mod webdriver;
 
+/// Finds or installs Chromium and chromedriver.
+#[allow(dead_code)]
+#[path = "../support/provision.rs"]
+mod provision;
+
 /// The same real-daemon helper the HTTP-level web UI tests use.
 #[allow(dead_code)]
 #[path = "../integration/ui/daemon.rs"]

@@ -6,6 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
+
+use crate::provision;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -19,14 +21,13 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Finds Chromium and chromedriver (`CHROME_BIN` / `CHROMEDRIVER` override PATH).
+    /// Chromium and chromedriver (`CHROME_BIN` / `CHROMEDRIVER` override PATH), installed
+    /// first when missing (`provision`); `Err` is never returned, the test fails instead.
     pub fn find() -> Result<Browser, String> {
-        let chromium = env_path("CHROME_BIN")
-            .or_else(|| which(&["chromium", "chromium-browser", "google-chrome"]))
-            .ok_or("Chromium was not found (looked for chromium, chromium-browser, google-chrome on PATH and CHROME_BIN)")?;
+        let chromium =
+            env_path("CHROME_BIN").unwrap_or_else(|| provision::require(&provision::CHROMIUM));
         let chromedriver = env_path("CHROMEDRIVER")
-            .or_else(|| which(&["chromedriver"]))
-            .ok_or("chromedriver was not found on PATH (or CHROMEDRIVER)")?;
+            .unwrap_or_else(|| provision::require(&provision::CHROMEDRIVER));
         Ok(Browser {
             chromium,
             chromedriver,
@@ -38,15 +39,6 @@ fn env_path(var: &str) -> Option<PathBuf> {
     std::env::var_os(var)
         .map(PathBuf::from)
         .filter(|p| p.is_file())
-}
-
-fn which(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    names.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
 }
 
 /// A running chromedriver and one browser session in it.

@@ -24,7 +24,8 @@ const ZWJ_URL: &str = "https://git\u{200d}hub.com/org/repo";
 const CYRILLIC_HOST: &str = "curl https://p\u{430}ypal.com/login";
 
 /// `agentnotify answer …` in a detached tmux session of its own (own socket, own server).
-struct Tmux {
+/// `guide.rs` drives `agentnotify setup` with it too.
+pub(crate) struct Tmux {
     socket: String,
     dir: PathBuf,
 }
@@ -34,6 +35,14 @@ impl Tmux {
     /// writes is recorded from its first byte: the script waits on a FIFO until `pipe-pane`
     /// is attached.
     fn start(home: &Home, args: &[&str]) -> Tmux {
+        let mut all = vec!["answer"];
+        all.extend_from_slice(args);
+        Tmux::program(home, &all)
+    }
+
+    /// Starts `agentnotify ARGS` the same way, with no session bus and a PATH of the system's
+    /// folders and ours only.
+    pub(crate) fn program(home: &Home, args: &[&str]) -> Tmux {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let socket = format!("an-answer-{}-{n}", std::process::id());
@@ -46,14 +55,16 @@ impl Tmux {
         let quoted: Vec<String> = args.iter().map(|a| quote(a)).collect();
         let script = format!(
             "export AGENTNOTIFY_HOME={home} HOME={home}/home AGENTNOTIFY_PORT=0 TERM=xterm-256color\n\
-             unset AGENTNOTIFY_URL AGENTNOTIFY_TOKEN AGENTNOTIFY_LOG\n\
+             unset AGENTNOTIFY_URL AGENTNOTIFY_TOKEN AGENTNOTIFY_LOG DBUS_SESSION_BUS_ADDRESS\n\
+             export PATH={bindir}:/usr/bin:/bin\n\
              read -r _ < {go}\n\
-             {bin} answer {args}\n\
+             {bin} {args}\n\
              echo \"[exit $?]\"\n\
              exec tail -f /dev/null\n",
             home = quote(home.path().to_str().unwrap()),
             go = quote(go.to_str().unwrap()),
             bin = quote(AGENTNOTIFY),
+            bindir = quote(std::path::Path::new(AGENTNOTIFY).parent().unwrap().to_str().unwrap()),
             args = quoted.join(" "),
         );
         std::fs::write(dir.join("run.sh"), script).unwrap();
@@ -84,15 +95,15 @@ impl Tmux {
         t
     }
 
-    fn tmux(&self, args: &[&str]) -> Output {
-        let out = Command::new("tmux")
+    pub(crate) fn tmux(&self, args: &[&str]) -> Output {
+        let out = Command::new(crate::provision::require(&crate::provision::TMUX))
             .arg("-L")
             .arg(&self.socket)
             .args(args)
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .output()
-            .expect("tmux is installed");
+            .expect("tmux runs");
         assert!(
             out.status.success(),
             "tmux {args:?}: {}",
@@ -101,12 +112,12 @@ impl Tmux {
         out
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
     }
 
     /// Waits (bounded) until the screen shows `needle`; returns the screen.
-    async fn wait_for(&self, needle: &str) -> String {
+    pub(crate) async fn wait_for(&self, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let screen = self.screen();
@@ -122,26 +133,26 @@ impl Tmux {
     }
 
     /// Sends keys by tmux name (`Down`, `Enter`, `PageDown`, `Escape`, `Space`, `2`…).
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "t"];
         args.extend_from_slice(keys);
         self.tmux(&args);
     }
 
     /// Types text literally.
-    fn type_text(&self, text: &str) {
+    pub(crate) fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "t", "-l", text]);
     }
 
     /// Every byte the program wrote to the terminal so far.
-    fn raw(&self) -> Vec<u8> {
+    pub(crate) fn raw(&self) -> Vec<u8> {
         std::fs::read(self.dir.join("raw.log")).unwrap_or_default()
     }
 }
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = Command::new(crate::provision::require(&crate::provision::TMUX))
             .arg("-L")
             .arg(&self.socket)
             .arg("kill-server")

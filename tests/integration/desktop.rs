@@ -1,6 +1,7 @@
 //! The desktop channel on a real session D-Bus: a private `dbus-daemon` per test and
 //! python3-dbusmock's notification-daemon template as the recording notification server
-//! (Debian's `python3-dbusmock` and `dbus`, installed by `.ci/run`).
+//! (Debian's `python3-dbusmock` and `dbus-daemon`, installed on first use by
+//! `tests/support/provision.rs` when missing).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::provision;
 use crate::support::{fixture, Api, Daemon, FakeOpener, Home, AGENTNOTIFY, HOOK};
 
 /// A private session bus.
@@ -21,7 +23,7 @@ struct Bus {
 impl Bus {
     fn start() -> Bus {
         let dir = tempfile::tempdir().unwrap();
-        let mut daemon = Command::new("dbus-daemon")
+        let mut daemon = Command::new(provision::require(&provision::DBUS_DAEMON))
             .args(["--session", "--nofork", "--print-address=1"])
             .arg(format!(
                 "--address=unix:path={}",
@@ -43,7 +45,7 @@ impl Bus {
         }
     }
 
-    fn cmd(&self, program: &str) -> Command {
+    fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(program);
         c.env("DBUS_SESSION_BUS_ADDRESS", &self.address)
             .stdin(Stdio::null());
@@ -51,7 +53,11 @@ impl Bus {
     }
 
     fn gdbus(&self, args: &[&str]) -> (bool, String) {
-        let out = self.cmd("gdbus").args(args).output().unwrap();
+        let out = self
+            .cmd(provision::require(&provision::GDBUS))
+            .args(args)
+            .output()
+            .unwrap();
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned()
@@ -103,7 +109,7 @@ impl Mock {
         let log = dir.path().join("calls.log");
         let params = json!({ "capabilities": capabilities }).to_string();
         let child = bus
-            .cmd("/usr/bin/python3")
+            .cmd(provision::require(&provision::DBUSMOCK))
             .args([
                 "-m",
                 "dbusmock",

@@ -11,6 +11,7 @@ mod cli;
 #[cfg(unix)]
 mod desktop;
 mod durability;
+mod guide;
 #[cfg(unix)]
 mod harness;
 mod hook;
@@ -19,6 +20,10 @@ mod lifecycle;
 mod openapi;
 mod phone;
 mod private;
+/// Finds or installs the outside programs some tests drive.
+#[allow(dead_code)]
+#[path = "../support/provision.rs"]
+mod provision;
 mod receivers;
 mod relay;
 mod reliability;

@@ -517,12 +517,13 @@ impl MockPush {
             let _one = NPM_INSTALL.lock().unwrap_or_else(|p| p.into_inner());
             if !server.exists() {
                 std::fs::create_dir_all(&dir).unwrap();
-                let ok = std::process::Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--prefix"])
-                    .arg(&dir)
-                    .arg("web-push-testing@1.2.2")
-                    .status()
-                    .expect("npm runs");
+                let ok =
+                    std::process::Command::new(crate::provision::require(&crate::provision::NPM))
+                        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                        .arg(&dir)
+                        .arg("web-push-testing@1.2.2")
+                        .status()
+                        .expect("npm runs");
                 assert!(ok.success(), "npm install web-push-testing failed");
             }
         }
@@ -531,14 +532,15 @@ impl MockPush {
             .local_addr()
             .unwrap()
             .port();
-        let mut child = std::process::Command::new("node")
-            .arg(&server)
-            .arg(port.to_string())
-            .current_dir(&dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("node runs");
+        let mut child =
+            std::process::Command::new(crate::provision::require(&crate::provision::NODE))
+                .arg(&server)
+                .arg(port.to_string())
+                .current_dir(&dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .expect("node runs");
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)

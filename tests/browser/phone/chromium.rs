@@ -25,26 +25,12 @@ const SCREEN: (i64, i64) = (412, 915);
 /// How long any one wait for the page may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// Chromium (`CHROME_BIN` overrides PATH), or why the tests cannot run.
+/// Chromium (`CHROME_BIN` overrides PATH), installed first when missing.
 fn chromium() -> Result<PathBuf, String> {
-    std::env::var_os("CHROME_BIN")
+    Ok(std::env::var_os("CHROME_BIN")
         .map(PathBuf::from)
         .filter(|p| p.is_file())
-        .or_else(|| {
-            let path = std::env::var_os("PATH")?;
-            ["chromium", "chromium-browser", "google-chrome"]
-                .iter()
-                .find_map(|n| {
-                    std::env::split_paths(&path)
-                        .map(|d| d.join(n))
-                        .find(|p| p.is_file())
-                })
-        })
-        .ok_or_else(|| {
-            "Chromium was not found (looked for chromium, chromium-browser, google-chrome on \
-             PATH and CHROME_BIN)"
-                .into()
-        })
+        .unwrap_or_else(|| crate::provision::require(&crate::provision::CHROMIUM)))
 }
 
 /// One browser with one page, a fresh profile each time.
@@ -56,21 +42,11 @@ pub struct Phone {
 }
 
 impl Phone {
-    /// A fresh phone; `None` (the test then passes trivially) only when Chromium is missing
-    /// and `AGENTNOTIFY_SKIP_BROWSER=1`, as for the web UI's browser tests.
+    /// A fresh phone (Chromium is installed first when missing; never `None`).
     pub async fn launch() -> Option<Phone> {
         let chromium = match chromium() {
             Ok(c) => c,
-            Err(why) if std::env::var("AGENTNOTIFY_SKIP_BROWSER").as_deref() == Ok("1") => {
-                eprintln!(
-                    "skipping the phone app's browser test (AGENTNOTIFY_SKIP_BROWSER=1): {why}"
-                );
-                return None;
-            }
-            Err(why) => panic!(
-                "the phone app's browser tests need Chromium: {why}. Install it (Debian: apt-get \
-                 install chromium) or set AGENTNOTIFY_SKIP_BROWSER=1 to skip them"
-            ),
+            Err(why) => panic!("the phone app's browser tests need Chromium: {why}"),
         };
         let profile = tempfile::tempdir().expect("a browser profile folder");
         let config = BrowserConfig::builder()
