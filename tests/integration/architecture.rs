@@ -52,6 +52,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("device", &["fsutil", "model", "secret", "paths"]),
+    ("pi", &["client", "logging", "model", "paths", "fsutil"]),
     (
         "setup",
         &[
@@ -62,7 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "cli",
         &[
             "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
-            "logging", "model", "paths", "secret", "hook", "setup", "exit",
+            "logging", "model", "paths", "secret", "hook", "setup", "exit", "pi",
         ],
     ),
 ];
