@@ -18,6 +18,8 @@ mod hook_fuzz;
 mod lifecycle;
 mod openapi;
 mod phone;
+#[cfg(unix)]
+mod pi;
 mod private;
 mod receivers;
 mod relay;
