@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::model::digest::hex_sha256;
 use crate::model::interaction::{CHOICES_MAX, PROMPT_MAX, TEXT_MAX_LIMIT};
-use crate::model::Interaction;
+use crate::model::Response;
 
 /// Longest option label the broker takes.
 const LABEL_MAX: usize = 200;
@@ -136,8 +136,7 @@ pub fn dialog(record: &Value, ctx: &Context) -> Result<Option<Asked>, Unasked> {
 }
 
 /// Pi's reply for an answered question; `None` if the answer does not fit the dialog.
-pub fn reply(asked: &Asked, record: &Interaction) -> Option<Value> {
-    let response = record.response.as_ref()?;
+pub fn reply(asked: &Asked, response: &Response) -> Option<Value> {
     let id = &asked.ui_id;
     match &asked.dialog {
         Dialog::Select { options } => {
@@ -180,4 +179,163 @@ pub fn reply_id(line: &[u8]) -> Option<String> {
 
 fn str_of<'a>(record: &'a Value, name: &'static str) -> Result<&'a str, Unasked> {
     record[name].as_str().ok_or(Unasked::Field(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context {
+            project: Some("shop".into()),
+            ttl_seconds: 600,
+        }
+    }
+
+    fn request(fields: Value) -> Value {
+        let mut r = json!({"type": "extension_ui_request", "id": "u-1"});
+        r.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        r
+    }
+
+    fn answer(choice: Option<&str>, text: Option<&str>) -> Response {
+        serde_json::from_value(json!({
+            "response_id": "r", "choice_id": choice, "text": text, "source": "cli",
+            "created_at": "2026-12-01T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_dialog_becomes_its_question_kind_and_each_answer_its_reply() {
+        let select = request(json!({"method": "select", "title": "Pick", "options": ["a b", "c"]}));
+        let asked = dialog(&select, &ctx()).unwrap().unwrap();
+        assert_eq!(asked.request["kind"], "single_choice");
+        assert_eq!(
+            asked.request["choices"][0],
+            json!({"id": "o1", "label": "a b"})
+        );
+        assert_eq!(asked.request["native_request_id"], "u-1");
+        assert_eq!(asked.request["project"], "shop");
+        assert_eq!(
+            reply(&asked, &answer(Some("o2"), None)),
+            Some(json!({"type": "extension_ui_response", "id": "u-1", "value": "c"}))
+        );
+        assert_eq!(reply(&asked, &answer(Some("o9"), None)), None);
+
+        let confirm = request(json!({"method": "confirm", "title": "Go?", "message": "sure"}));
+        let asked = dialog(&confirm, &ctx()).unwrap().unwrap();
+        assert_eq!(
+            (
+                asked.request["kind"].as_str(),
+                asked.request["body"].as_str()
+            ),
+            (Some("permission"), Some("sure"))
+        );
+        assert_eq!(
+            reply(&asked, &answer(Some("allow-once"), None)).unwrap()["confirmed"],
+            true
+        );
+        assert_eq!(
+            reply(&asked, &answer(Some("deny"), None)).unwrap()["confirmed"],
+            false
+        );
+
+        for method in ["input", "editor"] {
+            let r = request(json!({"method": method, "title": "Name?", "prefill": "x"}));
+            let asked = dialog(&r, &ctx()).unwrap().unwrap();
+            assert_eq!(asked.request["kind"], "text");
+            assert_eq!(
+                reply(&asked, &answer(None, Some("Ada"))).unwrap()["value"],
+                "Ada"
+            );
+        }
+        assert_eq!(cancelled("u-1")["cancelled"], true);
+    }
+
+    #[test]
+    fn a_timeout_sets_the_lifetime_and_no_timeout_takes_the_default() {
+        let r = request(json!({"method": "input", "title": "Quick", "timeout": 90_500}));
+        let asked = dialog(&r, &ctx()).unwrap().unwrap();
+        assert_eq!(
+            (asked.timeout_ms, asked.request["ttl_seconds"].as_u64()),
+            (Some(90_500), Some(91))
+        );
+        let r = request(json!({"method": "input", "title": "Quick", "timeout": 1500}));
+        assert_eq!(
+            dialog(&r, &ctx()).unwrap().unwrap().request["ttl_seconds"],
+            30
+        );
+        let r = request(json!({"method": "input", "title": "Slow"}));
+        assert_eq!(
+            dialog(&r, &ctx()).unwrap().unwrap().request["ttl_seconds"],
+            600
+        );
+    }
+
+    #[test]
+    fn what_is_no_dialog_or_cannot_be_shown_whole_is_not_asked() {
+        for other in [
+            json!({"type": "response", "id": "1"}),
+            request(json!({"method": "notify", "message": "hi"})),
+            request(json!({"method": "setStatus"})),
+            json!("just a string"),
+        ] {
+            assert_eq!(dialog(&other, &ctx()), Ok(None), "{other}");
+        }
+        let long = "x".repeat(2001);
+        let twelve_plus: Vec<String> = (0..13).map(|i| i.to_string()).collect();
+        for (bad, why) in [
+            (
+                request(json!({"method": "select", "title": "t", "options": ["one"]})),
+                Unasked::Options,
+            ),
+            (
+                request(json!({"method": "select", "title": "t", "options": twelve_plus})),
+                Unasked::Options,
+            ),
+            (
+                request(json!({"method": "select", "title": "t", "options": ["", "b"]})),
+                Unasked::Options,
+            ),
+            (
+                request(json!({"method": "select", "title": "t", "options": "ab"})),
+                Unasked::Options,
+            ),
+            (
+                request(json!({"method": "confirm", "title": long})),
+                Unasked::Title,
+            ),
+            (
+                request(json!({"method": "confirm", "title": "   "})),
+                Unasked::Title,
+            ),
+            (
+                request(json!({"method": "confirm"})),
+                Unasked::Field("title"),
+            ),
+            (
+                json!({"type": "extension_ui_request", "method": "confirm", "title": "t"}),
+                Unasked::Field("id"),
+            ),
+            (
+                request(json!({"method": "editor", "title": "t", "prefill": "y".repeat(16_385)})),
+                Unasked::TooLong,
+            ),
+        ] {
+            assert_eq!(dialog(&bad, &ctx()), Err(why), "{bad:.80}");
+        }
+    }
+
+    #[test]
+    fn only_a_dialog_reply_names_its_id() {
+        assert_eq!(
+            reply_id(br#"{"type":"extension_ui_response","id":"u-1","value":"a"}"#).as_deref(),
+            Some("u-1")
+        );
+        assert_eq!(reply_id(br#"{"type":"prompt","id":"u-1"}"#), None);
+        assert_eq!(reply_id(b"garbage"), None);
+    }
 }

@@ -303,7 +303,7 @@ async fn ask_dialog(run: Run, asked: Asked) {
     }
     .await;
     let reply = match &outcome {
-        Ok(record) => map::reply(&asked, record),
+        Ok(record) => record.response.as_ref().and_then(|r| map::reply(&asked, r)),
         Err(AskError::Ended("expired")) => Some(map::cancelled(&asked.ui_id)),
         Err(_) => None,
     };
