@@ -18,7 +18,9 @@ const TIMEOUT_SECS = 590;
 const GATED = new Set(["bash", "edit", "write"]);
 
 type Decision = "allow" | "deny";
-type Winner = { side: "local" | "remote"; decision: Decision };
+type Winner = { side: "local" | "remote"; decision: Decision; reason?: string };
+/** Why a call is blocked when the broker could not ask and Pi has no dialog (`pi -p`). */
+const UNASKED = "Blocked: agentnotify could not ask, and Pi has no dialog here";
 
 export default function (pi: any) {
   pi.on("tool_call", async (event: any, ctx: any) => {
@@ -38,15 +40,16 @@ export default function (pi: any) {
     );
     // A remote failure (null) never decides: it leaves the call to the dialog.
     const remoteDecided = remote?.decision.then((d): Winner | Promise<Winner> =>
-      d ? { side: "remote", decision: d } : dialog ? new Promise(() => {}) : { side: "remote", decision: "deny" },
+      d ? { side: "remote", decision: d } : dialog ? new Promise(() => {}) : { side: "remote", decision: "deny", reason: UNASKED },
     );
     const sides = [dialog, remoteDecided, aborted].filter((p): p is Promise<Winner> => p != null);
-    if (!dialog && !remoteDecided) return { block: true, reason: "No one can be asked (no UI)" };
+    if (!dialog && !remoteDecided) return { block: true, reason: UNASKED };
     const winner = await Promise.race(sides);
     if (winner.side === "remote") local.abort();
     else remote?.cancel();
     if (winner.decision === "allow") return undefined;
-    return { block: true, reason: winner.side === "remote" ? "Denied via agentnotify" : "Blocked by user" };
+    const reason = winner.reason ?? (winner.side === "remote" ? "Denied via agentnotify" : "Blocked by user");
+    return { block: true, reason };
   });
 }
 

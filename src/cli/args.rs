@@ -81,7 +81,8 @@ from your client or from anywhere else. A question that expires dismisses the di
 )]
 pub struct PiArgs {
     /// Lifetime in seconds of a question for a dialog without its own timeout (30-3600).
-    #[arg(long, value_name = "S", default_value_t = crate::pi::rpc::DEFAULT_TTL_SECS)]
+    #[arg(long, value_name = "S", default_value_t = crate::pi::rpc::DEFAULT_TTL_SECS,
+          value_parser = clap::value_parser!(u64).range(30..=3600))]
     pub ttl: u64,
     /// Pi's command line, after `--`.
     #[arg(last = true, required = true, value_name = "PI COMMAND")]

@@ -72,7 +72,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Command::Daemon(a) => run_daemon(a),
         Command::Relay(crate::cli::relay::RelayCommand::Serve(a)) => run_relay_server(a),
         // Pi's exit code is the wrapper's.
-        Command::Pi(a) => return crate::pi::rpc::main(a.command, a.ttl.clamp(30, 3600)),
+        Command::Pi(a) => return crate::pi::rpc::main(a.command, a.ttl),
         other => {
             // Like any Unix filter: `agentnotify … | head` ends quietly on a closed pipe
             // (never the daemon, which must survive clients that hang up).

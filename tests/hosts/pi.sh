@@ -18,7 +18,7 @@ version=${HOST_PI_VERSION:-$PINNED_PI}
 dir="${CARGO_TARGET_DIR:-$repo/target}/npm/pi-coding-agent-$version"
 export PI_BIN="$dir/node_modules/.bin/pi"
 
-if ! "$PI_BIN" --version 2>/dev/null | grep -qxF "$version"; then
+if ! "$PI_BIN" --version 2>&1 | grep -qxF "$version"; then  # (Pi prints it on stderr)
   echo "hosts: installing @mariozechner/pi-coding-agent@$version" >&2
   rm -rf "$dir"
   mkdir -p "$dir"

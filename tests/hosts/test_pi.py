@@ -317,6 +317,37 @@ class PiExtensionTests(unittest.TestCase):
         self.assertIn("Blocked by user", " ".join(w.model.tool_results()))
 
 
+class PiPrintModeTests(unittest.TestCase):
+    """`pi -p`: no dialog, so the broker alone decides, and any failure blocks."""
+
+    def run_print(self, answer: Callable[[World], None]) -> World:
+        w = World(self, [bash()])
+        w.install()
+        err = open(w.root / "pi.err", "wb")
+        proc = subprocess.Popen([PI, "-p", "--no-session", "--offline", "--provider", "fake",
+                                 "--model", "fake-model", "Please do the task."], cwd=w.proj,
+                                env=w.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=err, start_new_session=True)
+        w.procs.append(proc)
+        answer(w)
+        self.assertEqual(proc.wait(timeout=LIMIT), 0, w.tail())
+        return w
+
+    def test_allow_from_the_broker_runs_the_tool(self) -> None:
+        w = self.run_print(lambda w: w.respond(w.question(), "--choice", "allow-once"))
+        self.assertTrue(w.marker())
+
+    def test_a_broker_killed_mid_wait_blocks_the_call(self) -> None:
+        def kill(w: World) -> None:
+            w.question()
+            pid = w.broker_pid()
+            assert pid
+            os.kill(pid, signal.SIGKILL)
+        w = self.run_print(kill)
+        self.assertFalse(w.marker())
+        self.assertIn("agentnotify could not ask", " ".join(w.model.tool_results()))
+
+
 class PiRpcTests(unittest.TestCase):
     """`agentnotify pi -- pi --mode rpc …`: every dialog also answered through the broker."""
 
@@ -351,6 +382,17 @@ class PiRpcTests(unittest.TestCase):
         # The client saw every dialog too, unchanged.
         methods = [r["method"] for r in rpc.records if r.get("type") == "extension_ui_request"]
         self.assertEqual(methods[:4], ["select", "confirm", "input", "editor"])
+        self.assertTrue(w.marker())
+
+    def test_our_extension_under_the_wrapper_asks_once(self) -> None:
+        w = World(self, [bash()])
+        w.install()
+        rpc = w.start([str(AGENTNOTIFY), "pi", "--", *w.pi_argv()])
+        q = w.question()
+        self.assertEqual([c["label"] for c in q["choices"]], ["Allow", "Deny"])
+        self.assertEqual(len(w.interactions("--pending")), 1, "one call, one question")
+        w.respond(q, "--choice", "o1")
+        self.assertFalse(rpc.tool_end().get("isError"))
         self.assertTrue(w.marker())
 
     def test_confirm_denied_through_the_broker(self) -> None:

@@ -410,6 +410,16 @@ fn the_wrapper_without_a_command_is_a_usage_error_and_a_missing_pi_an_error() {
         b"",
     );
     assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run_with_stdin(
+        {
+            let mut c = home.cmd(AGENTNOTIFY);
+            c.args(["pi", "--ttl", "5", "--", "pi"]);
+            c
+        },
+        b"",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("--ttl"), "{err}");
     let (code, out, err) = run_with_stdin(
         {
             let mut c = home.cmd(AGENTNOTIFY);
