@@ -58,6 +58,8 @@ struct Run {
     open: Shared,
     to_pi: mpsc::UnboundedSender<Vec<u8>>,
     ctx: Arc<Context>,
+    /// Set by a signal: Pi is being ended, so no new dialog is asked.
+    closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Runs the wrapper; returns Pi's exit code (1 when Pi cannot be started).
@@ -124,6 +126,7 @@ async fn wrap(paths: Paths, program: &OsString, args: &[OsString], ctx: Context)
         open: Shared::default(),
         to_pi,
         ctx: Arc::new(ctx),
+        closing: Arc::default(),
     };
     // One writer into Pi's stdin, so lines from both sides never interleave; an empty
     // line is the person's end of input, passed on by closing Pi's stdin.
@@ -138,7 +141,7 @@ async fn wrap(paths: Paths, program: &OsString, args: &[OsString], ctx: Context)
         }
     });
     let from_person = tokio::spawn(person_to_pi(run.clone()));
-    let forward = tokio::spawn(forward_signals(child.id()));
+    let forward = tokio::spawn(forward_signals(run.clone(), child.id()));
     // Pi's stdout ends when Pi exits: everything it wrote reaches the person first.
     pi_to_person(run.clone(), pi_out).await;
     let status = child.wait().await.ok();
@@ -154,9 +157,10 @@ async fn wrap(paths: Paths, program: &OsString, args: &[OsString], ctx: Context)
     code.unwrap_or(1)
 }
 
-/// SIGTERM, SIGINT and SIGHUP to the wrapper are passed on to Pi as SIGTERM: Pi then
-/// exits, and its open dialogs are withdrawn on the way out like on any exit.
-async fn forward_signals(pid: Option<u32>) {
+/// SIGTERM, SIGINT and SIGHUP to the wrapper are passed on to Pi as SIGTERM, and every
+/// open question is withdrawn at once: Pi may take its time to end (1.6.0 waits for an
+/// open dialog), but nobody should answer a session that is being ended.
+async fn forward_signals(run: Run, pid: Option<u32>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup), Some(pid)) = (
         signal(SignalKind::terminate()),
@@ -172,10 +176,13 @@ async fn forward_signals(pid: Option<u32>) {
             _ = int.recv() => {}
             _ = hup.recv() => {}
         }
+        run.closing.store(true, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: sending a signal to our own child, whose pid we hold until it is reaped.
         unsafe {
             libc::kill(pid, libc::SIGTERM);
         }
+        tracing::info!("signal passed on to pi; withdrawing its questions");
+        withdraw_all(&run).await;
     }
 }
 
@@ -249,6 +256,9 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
 }
 
 fn start(run: &Run, asked: Asked) {
+    if run.closing.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let id = asked.ui_id.clone();
     let task = tokio::spawn(ask_dialog(run.clone(), asked));
     let mut open = run.open.lock().expect("not poisoned");

@@ -14,7 +14,8 @@ Two paths:
 * the wrapper `agentnotify pi -- pi --mode rpc …` with a test extension (`pi_dialogs.ts`)
   that opens every kind of dialog.
 
-Run through pi.sh (which installs the pinned Pi), or directly with PI_BIN set.
+Run through pi.sh (which installs both pinned releases and runs this once per release), or
+directly with PI_BIN set.
 Stdlib only. Ends with one line `pi: N passed, N failed`.
 """
 
@@ -447,12 +448,12 @@ class PiRpcTests(unittest.TestCase):
         wait_for("the question withdrawn", lambda: w.status_of(q["id"]) == "cancelled", 8)
         self.assertEqual(rpc.proc.wait(timeout=LIMIT), 128 + signal.SIGKILL)
 
-    def test_a_signal_to_the_wrapper_ends_pi_and_withdraws(self) -> None:
+    def test_a_signal_to_the_wrapper_withdraws_its_questions_at_once(self) -> None:
         w, rpc = self.world("select")
         q = w.question()
         os.kill(rpc.proc.pid, signal.SIGTERM)
+        # Withdrawn at once, whenever Pi gets round to ending (1.6.0 waits for its dialog).
         wait_for("the question withdrawn", lambda: w.status_of(q["id"]) == "cancelled", 8)
-        self.assertNotEqual(rpc.proc.wait(timeout=LIMIT), 0)
 
 
 def main() -> int:
