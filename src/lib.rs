@@ -20,6 +20,7 @@ pub mod fsutil;
 pub mod hook;
 pub mod logging;
 pub mod paths;
+pub mod pi;
 pub mod relay;
 pub mod secret;
 pub mod setup;

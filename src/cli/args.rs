@@ -76,6 +76,26 @@ agentnotify answer <id> --text \"Use the staging database\""
     Completions(crate::cli::manual::CompletionsArgs),
     /// Write the man pages of agentnotify and agentnotify-hook into a folder.
     Man(crate::cli::manual::ManArgs),
+    /// Run Pi in RPC mode with its dialogs also answerable from anywhere.
+    Pi(PiArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Run Pi in RPC mode with its dialogs also answerable from anywhere.\n\n\
+Your RPC client talks to Pi through this command unchanged. Every dialog Pi opens \
+(select, confirm, input, editor) is also asked as a question; the first answer wins, \
+from your client or from anywhere else. A question that expires dismisses the dialog.",
+    after_help = "Example:\n  agentnotify pi -- pi --mode rpc --no-session"
+)]
+pub struct PiArgs {
+    /// Lifetime in seconds of a question for a dialog without its own timeout (30-3600).
+    #[arg(long, value_name = "S", default_value_t = crate::pi::rpc::DEFAULT_TTL_SECS,
+          value_parser = clap::value_parser!(u64).range(30..=3600))]
+    pub ttl: u64,
+    /// Pi's command line, after `--`.
+    #[arg(last = true, required = true, value_name = "PI COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

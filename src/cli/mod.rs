@@ -72,6 +72,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let result = match cli.command {
         Command::Daemon(a) => run_daemon(a),
         Command::Relay(crate::cli::relay::RelayCommand::Serve(a)) => run_relay_server(a),
+        // Pi's exit code is the wrapper's.
+        Command::Pi(a) => return crate::pi::rpc::main(a.command, a.ttl),
         other => {
             // Like any Unix filter: `agentnotify … | head` ends quietly on a closed pipe
             // (never the daemon, which must survive clients that hang up).
@@ -145,7 +147,9 @@ async fn connect() -> Result<Client, CliError> {
 
 async fn run(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Daemon(_) => unreachable!("handled before the runtime starts"),
+        Command::Daemon(_) | Command::Pi(_) => {
+            unreachable!("handled before the runtime starts")
+        }
         Command::Interactions(c) => interactions(c).await,
         Command::Notify(c) => notify(c).await,
         Command::Answer(a) => answer::run(a).await,

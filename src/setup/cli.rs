@@ -122,18 +122,28 @@ pub struct DoctorArgs {
 
 /// Parses `args` (program name first) and runs the command; returns the exit code.
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    if let Some(code) = super::pi::main(args) {
+        return code;
+    }
+    // `doctor pi`: the Pi checks are added after the others (`super::pi::doctor`).
+    let is_doctor = args.get(1).is_some_and(|a| a == "doctor");
+    let pi_named = is_doctor && args.iter().skip(2).any(|a| a == "pi");
+    let args: Vec<_> = match pi_named {
+        true => args.iter().filter(|a| *a != "pi").cloned().collect(),
+        false => args.to_vec(),
+    };
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),
     };
     let env = Env::from_process();
-    match run(&env, cli.command) {
+    match run(&env, cli.command, pi_named) {
         Ok(done) => done.code(),
         Err(e) => exit::fail("agentnotify-hook", &e),
     }
 }
 
-fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
+fn run(env: &Env, command: Command, pi_named: bool) -> Result<Exit, SetupError> {
     match command {
         Command::InstallHarness(args) => {
             if args.trust && args.host != Host::Codex {
@@ -172,7 +182,8 @@ fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
             Ok(Exit::Ok)
         }
         Command::Doctor(args) => {
-            let report = doctor::run(env, &args.hosts);
+            let mut report = doctor::run(env, &args.hosts);
+            super::pi::doctor(env, &mut report, pi_named, !args.hosts.is_empty());
             if args.json {
                 println!(
                     "{}",
@@ -187,7 +198,7 @@ fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
 }
 
 /// Applies the plan, or for `--dry-run` prints it as diffs; then the summary lines.
-fn finish(planned: Planned, dry_run: bool) -> Result<(), SetupError> {
+pub(super) fn finish(planned: Planned, dry_run: bool) -> Result<(), SetupError> {
     if dry_run {
         if planned.is_noop() {
             println!("Dry run: nothing would change.");
@@ -210,7 +221,7 @@ fn finish(planned: Planned, dry_run: bool) -> Result<(), SetupError> {
 
 /// The executable to write into the hook: `--command-path` or this program, absolute,
 /// named `agentnotify-hook` (the name is how later runs recognise their own entry).
-fn command_path(given: Option<PathBuf>) -> Result<String, SetupError> {
+pub(super) fn command_path(given: Option<PathBuf>) -> Result<String, SetupError> {
     let path = match given {
         Some(path) => path,
         None => install::default_command_path()?,

@@ -53,6 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("device", &["fsutil", "model", "secret", "paths"]),
+    ("pi", &["client", "logging", "model", "paths", "fsutil"]),
     (
         "setup",
         &[
@@ -63,7 +64,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "cli",
         &[
             "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
-            "logging", "model", "paths", "secret", "hook", "setup", "exit", "browser",
+            "logging", "model", "paths", "secret", "hook", "setup", "exit", "browser", "pi",
         ],
     ),
 ];

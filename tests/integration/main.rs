@@ -19,6 +19,8 @@ mod hook_fuzz;
 mod lifecycle;
 mod openapi;
 mod phone;
+#[cfg(unix)]
+mod pi;
 mod private;
 /// Finds or installs the outside programs some tests drive.
 #[allow(dead_code)]
