@@ -67,6 +67,9 @@ agentnotify answer <id> --text \"Use the staging database\""
     /// Get notified: desktop, ntfy (phone) and webhook channels, and which questions go where.
     #[command(subcommand)]
     Channels(crate::cli::channels::ChannelsCommand),
+    /// OpenClaw: answer its Gateway's exec approvals from anywhere.
+    #[command(subcommand)]
+    Openclaw(crate::cli::openclaw::OpenclawCommand),
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod args;
 mod browser;
 pub mod channels;
 mod demo;
+pub mod openclaw;
 mod output;
 pub mod relay;
 mod tui;
@@ -153,6 +154,7 @@ async fn run(command: Command) -> Result<(), CliError> {
         Command::Status(a) => status(a.json).await,
         Command::Relay(c) => Ok(crate::cli::relay::run(c).await?),
         Command::Channels(c) => Ok(channels::run(c).await?),
+        Command::Openclaw(c) => crate::cli::openclaw::run(c).await,
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;

@@ -59,10 +59,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "adapters",
+        &["client", "model", "paths", "secret", "fsutil"],
+    ),
+    (
         "cli",
         &[
-            "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
-            "logging", "model", "paths", "secret", "hook", "setup", "exit",
+            "adapters", "channels", "client", "daemon", "device", "relay", "config", "endpoint",
+            "fsutil", "logging", "model", "paths", "secret", "hook", "setup", "exit",
         ],
     ),
 ];

@@ -17,6 +17,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod openclaw;
 mod phone;
 mod private;
 mod receivers;
