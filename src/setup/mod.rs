@@ -29,6 +29,7 @@ pub mod host;
 pub mod install;
 pub mod json_config;
 pub mod notify_hooks;
+pub mod openclaw;
 pub mod plan;
 pub mod snippets;
 pub mod uninstall;

@@ -55,7 +55,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "setup",
         &[
-            "client", "endpoint", "fsutil", "paths", "model", "secret", "hook", "exit",
+            "client", "endpoint", "fsutil", "paths", "model", "secret", "hook", "exit", "adapters",
         ],
     ),
     (

@@ -493,3 +493,123 @@ fn openclaw_watch_refuses_bad_arguments_naming_them() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--url"));
 }
+
+#[test]
+fn openclaw_harness_installs_the_user_unit_doctor_reports_it_and_uninstall_removes_it() {
+    use crate::support::HOOK;
+    let home = Home::new();
+    let unit = home
+        .path()
+        .join("home/.config/systemd/user/agentnotify-openclaw.service");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let out = home
+        .cmd(HOOK)
+        .args(["install-harness", "openclaw", "--url", &url])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&unit.display().to_string()),
+        "says where: {stdout}"
+    );
+    assert!(
+        stdout.contains("systemctl --user enable --now agentnotify-openclaw.service"),
+        "prints the step it does not run: {stdout}"
+    );
+    // The snippet from harness/, placeholders filled with this machine's paths.
+    let snippet = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("harness/openclaw/agentnotify-openclaw.service"),
+    )
+    .unwrap();
+    let token_file = home.path().join("openclaw_gateway_token");
+    let expected = snippet
+        .replace(
+            "{{agentnotify}}",
+            &std::path::Path::new(HOOK)
+                .with_file_name("agentnotify")
+                .display()
+                .to_string(),
+        )
+        .replace("{{url}}", &url)
+        .replace("{{token_file}}", &token_file.display().to_string());
+    assert_eq!(std::fs::read_to_string(&unit).unwrap(), expected);
+
+    let doctor = |home: &Home| -> Vec<Value> {
+        let out = home.cmd(HOOK).args(["doctor", "--json"]).output().unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["host"] == "openclaw")
+            .cloned()
+            .collect()
+    };
+    let status = |checks: &[Value], name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no {name} in {checks:?}"))
+    };
+    let checks = doctor(&home);
+    assert_eq!(status(&checks, "openclaw_unit"), "ok");
+    assert_eq!(status(&checks, "openclaw_command"), "ok");
+    assert_eq!(status(&checks, "openclaw_token"), "fail", "no token yet");
+    assert_eq!(
+        status(&checks, "openclaw_gateway"),
+        "ok",
+        "something listens"
+    );
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&token_file)
+            .unwrap();
+        f.write_all(b"tok\n").unwrap();
+    }
+    drop(listener);
+    let checks = doctor(&home);
+    assert_eq!(status(&checks, "openclaw_token"), "ok");
+    assert_eq!(
+        status(&checks, "openclaw_gateway"),
+        "info",
+        "not running is no failure"
+    );
+
+    // A unit of someone else's is neither replaced nor removed.
+    let out = home
+        .cmd(HOOK)
+        .args(["uninstall-harness", "openclaw"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!unit.exists());
+    std::fs::write(&unit, "[Service]\nExecStart=/bin/true\n").unwrap();
+    for args in [
+        &["install-harness", "openclaw"][..],
+        &["uninstall-harness", "openclaw"][..],
+    ] {
+        let out = home.cmd(HOOK).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not written by agentnotify"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&unit).unwrap(),
+        "[Service]\nExecStart=/bin/true\n"
+    );
+    let out = home
+        .cmd(HOOK)
+        .args(["install-harness", "openclaw", "--url", "http://x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--url"));
+}
