@@ -4,6 +4,7 @@
 #   bash tests/hosts/run.sh                     # pinned hosts, binaries from target/debug
 #   bash tests/hosts/run.sh CodexTests          # one class (or Class.test_name)
 #   HOST_CLAUDE_VERSION=latest HOST_CODEX_VERSION=0.170.0 bash tests/hosts/run.sh
+#   bash tests/hosts/run.sh OpenClawTests      # the real OpenClaw (tests/hosts/openclaw.sh)
 #
 # Installs each host from npm into tests/hosts/.hosts/<host>-<version>/ (git-ignored) when
 # it is not there yet, builds the binaries unless AGENTNOTIFY_BIN_DIR names them, and runs
@@ -91,6 +92,22 @@ if ! command -v tmux >/dev/null && [ "${HOSTS_TUI:-1}" != 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     (apt-get install -y -qq tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }) >&2 || true
   fi
+fi
+
+# OpenClaw (tests/hosts/openclaw.sh): its own file and class, run first.
+# shellcheck source=tests/hosts/openclaw.sh
+source "$here/openclaw.sh"
+openclaw_failed=0
+if [ "${HOSTS_OPENCLAW:-1}" != 0 ]; then
+  run_openclaw_tests "$@" || openclaw_failed=1
+  case ${1:-} in OpenClaw*) exit "$openclaw_failed" ;; esac
+else
+  say "SKIPPED OpenClaw (HOSTS_OPENCLAW=0)"
+fi
+if [ "$openclaw_failed" = 1 ]; then
+  python3 "$here/test_hosts.py" "$@" || true
+  say "the OpenClaw tests failed"
+  exit 1
 fi
 
 exec python3 "$here/test_hosts.py" "$@"
