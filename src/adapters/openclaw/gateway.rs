@@ -97,7 +97,8 @@ pub async fn connect(
 ) -> Result<(Gateway, mpsc::Receiver<Event>), GatewayError> {
     let (mut ws, _) = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        tokio_tungstenite::connect_async(target.url),
+        // Without TCP_NODELAY a small frame can wait ~40 ms for a delayed ACK.
+        tokio_tungstenite::connect_async_with_config(target.url, None, true),
     )
     .await
     .map_err(|_| GatewayError::Timeout(HANDSHAKE_TIMEOUT.as_secs()))?

@@ -25,6 +25,8 @@ use crate::secret::Secret;
 /// Reconnect pauses: doubling from the first to the last, reset after a good connect.
 const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
+/// How long a connection must have lasted for the next reconnect to start quick again.
+const STABLE: Duration = Duration::from_secs(10);
 /// One broker long-poll (no owner lease: the watcher is not a hook).
 const WAIT_SECS: u64 = 60;
 
@@ -52,6 +54,24 @@ struct Ctx {
     gateway: watch::Receiver<Option<Gateway>>,
     paths: Paths,
     tracked: Shared,
+    /// The broker client, kept between approvals (attaching costs tens of ms); dropped
+    /// after a failure so the next call attaches again (or starts a broker).
+    broker: Arc<Mutex<Option<Client>>>,
+}
+
+impl Ctx {
+    async fn broker(&self) -> Result<Client, ClientError> {
+        if let Some(c) = self.broker.lock().expect("not poisoned").clone() {
+            return Ok(c);
+        }
+        let c = client::attach_or_spawn(&self.paths).await?;
+        *self.broker.lock().expect("not poisoned") = Some(c.clone());
+        Ok(c)
+    }
+
+    fn broker_failed(&self) {
+        self.broker.lock().expect("not poisoned").take();
+    }
 }
 
 /// Runs until the process is stopped; returns only if the device key cannot be used.
@@ -63,6 +83,7 @@ pub async fn run(opts: Options) -> std::io::Result<()> {
         gateway: gateway_rx,
         paths: opts.paths.clone(),
         tracked: Shared::default(),
+        broker: Arc::default(),
     };
     let target = Target {
         url: &opts.url,
@@ -73,22 +94,26 @@ pub async fn run(opts: Options) -> std::io::Result<()> {
     loop {
         match gateway::connect(&target).await {
             Ok((gw, mut events)) => {
-                pause = BACKOFF_FIRST;
+                let connected_at = std::time::Instant::now();
                 eprintln!(
                     "agentnotify: connected to the OpenClaw Gateway at {}",
                     opts.url
                 );
                 tracing::info!("connected to the Gateway");
                 current.send_replace(Some(gw.clone()));
-                if let Err(e) = backfill(&ctx, &gw).await {
-                    tracing::warn!(error = %e, "back-fill failed; reconnecting");
-                    gw_drop(&current);
-                    continue;
-                }
-                while let Some(event) = events.recv().await {
-                    on_event(&ctx, &event);
+                match backfill(&ctx, &gw).await {
+                    Ok(()) => {
+                        while let Some(event) = events.recv().await {
+                            on_event(&ctx, &event);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "back-fill failed; reconnecting"),
                 }
                 gw_drop(&current);
+                // A connection that held resets the backoff; one dropped at once does not.
+                if connected_at.elapsed() > STABLE {
+                    pause = BACKOFF_FIRST;
+                }
                 eprintln!("agentnotify: the Gateway connection ended; reconnecting");
                 tracing::info!("the Gateway connection ended");
             }
@@ -186,9 +211,9 @@ fn withdraw(ctx: &Ctx, approval_id: &str) {
     task.abort();
     let known = opened.lock().expect("not poisoned").clone();
     let key = format!("openclaw:{approval_id}");
-    let paths = ctx.paths.clone();
+    let ctx = ctx.clone();
     tokio::spawn(async move {
-        let Ok(client) = client::attach_or_spawn(&paths).await else {
+        let Ok(client) = ctx.broker().await else {
             return;
         };
         // Opened while the task was being stopped: find it by its key.
@@ -214,7 +239,7 @@ fn withdraw(ctx: &Ctx, approval_id: &str) {
 
 /// Pending OpenClaw questions at the broker whose approval is no longer pending.
 async fn withdraw_leftovers(ctx: &Ctx, pending: &[String]) {
-    let Ok(client) = client::attach_or_spawn(&ctx.paths).await else {
+    let Ok(client) = ctx.broker().await else {
         return;
     };
     for (key, id) in pending_by_key(&client).await {
@@ -298,6 +323,7 @@ async fn ask_and_resolve(
                 },
             ) => return Err(GaveUp::Refused(e)),
             Err(e) => {
+                ctx.broker_failed();
                 tracing::info!(error = %e, "broker unreachable; retrying");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(BACKOFF_MAX);
@@ -321,7 +347,7 @@ async fn answer(
     opened: &Mutex<Option<String>>,
     started: std::time::Instant,
 ) -> Result<crate::model::Interaction, ClientError> {
-    let client = client::attach_or_spawn(&ctx.paths).await?;
+    let client = ctx.broker().await?;
     let mut record = match known {
         Some(id) => client.get_interaction(id).await?,
         None => {
