@@ -576,6 +576,16 @@ fn openclaw_harness_installs_the_user_unit_doctor_reports_it_and_uninstall_remov
         f.write_all(b"tok\n").unwrap();
     }
     drop(listener);
+    // A port held bound but not listening: nobody else can take it while the test runs.
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = format!("ws://{}", held.local_addr().unwrap());
+    let out = home
+        .cmd(HOOK)
+        .args(["install-harness", "openclaw", "--url", &closed])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
     let checks = doctor(&home);
     assert_eq!(status(&checks, "openclaw_token"), "ok");
     assert_eq!(
