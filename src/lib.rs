@@ -5,6 +5,7 @@
 /// The data model (its own crate, `agentnotify-model`: pure, no I/O).
 pub use agentnotify_model as model;
 
+pub mod adapters;
 pub mod api;
 pub mod broker;
 pub mod browser;

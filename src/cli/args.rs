@@ -78,6 +78,9 @@ agentnotify answer <id> --text \"Use the staging database\""
     Man(crate::cli::manual::ManArgs),
     /// Run Pi in RPC mode with its dialogs also answerable from anywhere.
     Pi(PiArgs),
+    /// OpenClaw: answer its Gateway's exec approvals from anywhere.
+    #[command(subcommand)]
+    Openclaw(crate::cli::openclaw::OpenclawCommand),
 }
 
 #[derive(Debug, Args)]

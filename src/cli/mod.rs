@@ -6,6 +6,7 @@ pub mod channels;
 mod demo;
 mod guide;
 mod manual;
+pub mod openclaw;
 mod output;
 pub mod relay;
 mod tui;
@@ -164,6 +165,7 @@ async fn run(command: Command) -> Result<(), CliError> {
             Ok(())
         }
         Command::Man(a) => manual::man(a),
+        Command::Openclaw(c) => crate::cli::openclaw::run(c).await,
         Command::Stop => {
             // Straight from broker.json: this must also reach a broker of another version.
             let paths = Paths::from_env()?;

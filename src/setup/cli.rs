@@ -55,6 +55,8 @@ Files:
           at the repository root with --scope project
   codex   ~/.codex/hooks.json ($CODEX_HOME respected), or .codex/hooks.json at the
           repository root with --scope project; trust goes to $CODEX_HOME/config.toml
+  openclaw  ~/.config/systemd/user/agentnotify-openclaw.service, a user service running
+          `agentnotify openclaw watch` (options: install-harness openclaw --help)
 
 Your other settings and hooks are kept as they are. The first change to a file saves the
 previous content as <file>.bak. Codex runs a new hook only after you trust it (/hooks in
@@ -122,6 +124,9 @@ pub struct DoctorArgs {
 
 /// Parses `args` (program name first) and runs the command; returns the exit code.
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
+    if super::openclaw::is_for_openclaw(args) {
+        return super::openclaw::main(args);
+    }
     if let Some(code) = super::pi::main(args) {
         return code;
     }

@@ -154,6 +154,7 @@ pub fn run(env: &Env, hosts: &[Host]) -> Report {
         }
         checks.append(host_checks);
     }
+    checks.extend(super::openclaw::doctor_checks(env));
     let ok = checks.iter().all(|c| c.status != Status::Fail);
     Report { ok, checks }
 }

@@ -31,6 +31,7 @@ pub mod install;
 pub mod json_config;
 pub mod links;
 pub mod notify_hooks;
+pub mod openclaw;
 pub mod pi;
 pub mod plan;
 pub mod snippets;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 mod delivery;
+mod openclaw;
 /// The loopback ntfy stand-in and webhook receiver of the integration tests.
 #[path = "../integration/receivers.rs"]
 mod receivers;
@@ -661,6 +662,12 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let n = |x: usize| ((x as f64 * scale) as usize).max(5);
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("openclaw") {
+        println!("| measurement | samples | p50 | p99 | max |");
+        println!("| --- | --- | --- | --- | --- |");
+        openclaw::run(scale).await;
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("delivery") {
         println!("| measurement | samples | p50 | p99 | max |");
         println!("| --- | --- | --- | --- | --- |");
@@ -765,6 +772,7 @@ async fn main() {
     );
     println!();
     delivery::run(scale).await;
+    openclaw::run(scale).await;
     for bin in [AGENTNOTIFY, HOOK] {
         let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
         println!(

@@ -4,6 +4,7 @@
 #   bash tests/hosts/run.sh                     # pinned hosts, binaries from target/debug
 #   bash tests/hosts/run.sh CodexTests          # one class (or Class.test_name)
 #   HOST_CLAUDE_VERSION=latest HOST_CODEX_VERSION=0.170.0 bash tests/hosts/run.sh
+#   bash tests/hosts/run.sh OpenClawTests      # the real OpenClaw (tests/hosts/openclaw.sh)
 #
 # Installs each host from npm into tests/hosts/.hosts/<host>-<version>/ (git-ignored) when
 # it is not there yet, builds the binaries unless AGENTNOTIFY_BIN_DIR names them, and runs
@@ -93,7 +94,27 @@ if ! command -v tmux >/dev/null && [ "${HOSTS_TUI:-1}" != 0 ]; then
   fi
 fi
 
-# Pi runs from its own script and file (tests/hosts/pi.sh); a class filter is for the others.
-if [ $# -eq 0 ]; then bash "$here/pi.sh"; fi
+# Pi, Hermes and OpenClaw run from scripts of their own, with the whole suite only (a class
+# filter is for the Claude and Codex cases, or `OpenClaw…` for OpenClaw's). A failure in one
+# lets the others run, and fails the suite after them.
+failed=()
+if [ $# -eq 0 ]; then
+  bash "$here/pi.sh" || failed+=(Pi)
+  if [ -f "$here/run_hermes.sh" ]; then bash "$here/run_hermes.sh" || failed+=(Hermes); fi
+fi
+# shellcheck source=tests/hosts/openclaw.sh
+source "$here/openclaw.sh"
+if [ "${HOSTS_OPENCLAW:-1}" != 0 ]; then
+  case ${1:-} in
+    OpenClaw*) run_openclaw_tests "$@"; exit $? ;;
+    "") run_openclaw_tests || failed+=(OpenClaw) ;;
+  esac
+else
+  say "SKIPPED OpenClaw (HOSTS_OPENCLAW=0)"
+fi
 
-exec python3 "$here/test_hosts.py" "$@"
+python3 "$here/test_hosts.py" "$@" || failed+=("Claude Code and Codex")
+if [ ${#failed[@]} -gt 0 ]; then
+  say "failed: ${failed[*]}"
+  exit 1
+fi

@@ -57,14 +57,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "setup",
         &[
-            "client", "endpoint", "fsutil", "paths", "model", "secret", "hook", "exit",
+            "client", "endpoint", "fsutil", "paths", "model", "secret", "hook", "exit", "adapters",
         ],
+    ),
+    (
+        "adapters",
+        &["client", "model", "paths", "secret", "fsutil"],
     ),
     (
         "cli",
         &[
-            "channels", "client", "daemon", "device", "relay", "config", "endpoint", "fsutil",
-            "logging", "model", "paths", "secret", "hook", "setup", "exit", "browser", "pi",
+            "adapters", "channels", "client", "daemon", "device", "relay", "config", "endpoint",
+            "fsutil", "logging", "model", "paths", "secret", "hook", "setup", "exit", "browser",
+            "pi",
         ],
     ),
 ];

@@ -18,6 +18,7 @@ mod hook;
 mod hook_fuzz;
 mod lifecycle;
 mod openapi;
+mod openclaw;
 mod phone;
 #[cfg(unix)]
 mod pi;
