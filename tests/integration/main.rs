@@ -3,6 +3,7 @@
 mod answer;
 mod api;
 mod app_files;
+mod arc;
 mod architecture;
 mod bodies;
 mod broker;
