@@ -55,6 +55,9 @@ Files:
           at the repository root with --scope project
   codex   ~/.codex/hooks.json ($CODEX_HOME respected), or .codex/hooks.json at the
           repository root with --scope project; trust goes to $CODEX_HOME/config.toml
+  hermes  install-harness hermes [--command-path P] [--dry-run]: the approval transport
+          plugin into $HERMES_HOME/plugins/agentnotify/ (~/.hermes); prints the two
+          config.yaml settings that enable it
 
 Your other settings and hooks are kept as they are. The first change to a file saves the
 previous content as <file>.bak. Codex runs a new hook only after you trust it (/hooks in
@@ -122,18 +125,24 @@ pub struct DoctorArgs {
 
 /// Parses `args` (program name first) and runs the command; returns the exit code.
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    if super::hermes::is_ours(args) {
+        return super::hermes::main(args);
+    }
+    let mut args = args.to_vec();
+    let hermes = super::hermes::take_doctor_host(&mut args);
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),
     };
     let env = Env::from_process();
-    match run(&env, cli.command) {
+    match run(&env, cli.command, hermes) {
         Ok(done) => done.code(),
         Err(e) => exit::fail("agentnotify-hook", &e),
     }
 }
 
-fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
+/// `hermes`: `doctor hermes` was asked for (SPEC §10.2, `super::hermes`).
+fn run(env: &Env, command: Command, hermes: bool) -> Result<Exit, SetupError> {
     match command {
         Command::InstallHarness(args) => {
             if args.trust && args.host != Host::Codex {
@@ -172,7 +181,8 @@ fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
             Ok(Exit::Ok)
         }
         Command::Doctor(args) => {
-            let report = doctor::run(env, &args.hosts);
+            let mut report = doctor::run(env, &args.hosts);
+            super::hermes::doctor_checks(&mut report, hermes, !args.hosts.is_empty());
             if args.json {
                 println!(
                     "{}",

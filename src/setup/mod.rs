@@ -14,7 +14,7 @@
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
 //! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client), [`command`] (the hook command line),
 //! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
-//! [`files`] / [`plan`] (safe file replacement), [`diff`].
+//! [`files`] / [`plan`] (safe file replacement), [`diff`]; [`hermes`] (Hermes' plugin, SPEC §10.2).
 
 pub mod cli;
 pub mod codex;
@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod error;
 pub mod files;
 pub mod health;
+pub mod hermes;
 pub mod host;
 pub mod install;
 pub mod json_config;
