@@ -93,4 +93,9 @@ if ! command -v tmux >/dev/null && [ "${HOSTS_TUI:-1}" != 0 ]; then
   fi
 fi
 
+# Hermes Agent (PyPI, in its own venv under target/) runs with the whole suite only.
+if [ $# -eq 0 ]; then
+  bash "$here/run_hermes.sh"
+fi
+
 exec python3 "$here/test_hosts.py" "$@"
