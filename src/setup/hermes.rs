@@ -115,6 +115,13 @@ fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<Exit, SetupEr
         reason: "must be valid UTF-8".into(),
     })?;
     let dir = plugin_dir()?;
+    let init = dir.join("__init__.py");
+    if std::fs::read_to_string(&init).is_ok_and(|t| !t.contains(MARK)) {
+        return Err(SetupError::WrongShapeNoForce {
+            path: init,
+            problem: "another plugin named agentnotify is installed here".into(),
+        });
+    }
     let files = [
         (dir.join("plugin.yaml"), PLUGIN_YAML.to_string()),
         (dir.join("__init__.py"), plugin_source(hook)),

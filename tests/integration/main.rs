@@ -14,6 +14,8 @@ mod desktop;
 mod durability;
 #[cfg(unix)]
 mod harness;
+#[cfg(unix)]
+mod hermes_setup;
 mod hook;
 mod hook_fuzz;
 mod lifecycle;
