@@ -105,7 +105,7 @@ impl ArcEvent {
             }
         };
         let occurred = f.raw("occurred_at").and_then(Value::as_str);
-        if occurred.and_then(Timestamp::parse_rfc3339).is_none() {
+        if occurred.and_then(rfc3339).is_none() {
             return Err(invalid("occurred_at must be an RFC 3339 time"));
         }
         let sender = Sender::read(f.raw("sender"))?;
@@ -385,7 +385,7 @@ fn question(
     let expires = f
         .raw("expires_at")
         .and_then(Value::as_str)
-        .and_then(Timestamp::parse_rfc3339)
+        .and_then(rfc3339)
         .ok_or_else(|| invalid("request.response.expires_at must be an RFC 3339 time"))?;
     if expires <= now {
         return Err(invalid("request.response.expires_at must be in the future"));
@@ -439,6 +439,28 @@ fn submission(raw: &Value) -> Result<AnswerSubmission, Invalid> {
     }
     prefixed("response.", AnswerSubmission::from_json(&body))
         .map_err(|e| Invalid(e.0.replace("response.request_digest", "response.digest")))
+}
+
+/// RFC 3339 with `Z` or a numeric offset (`+02:00`), which producers in other time zones send.
+fn rfc3339(s: &str) -> Option<Timestamp> {
+    if let Some(t) = Timestamp::parse_rfc3339(s) {
+        return Some(t);
+    }
+    let at = s.len().checked_sub(6).filter(|&i| s.is_char_boundary(i))?;
+    let (local, offset) = s.split_at(at);
+    let (sign, hm) = offset.split_at(1);
+    let (h, m) = hm.split_once(':')?;
+    let (h, m): (u64, u64) = (h.parse().ok()?, m.parse().ok()?);
+    if h > 23 || m > 59 || !matches!(sign, "+" | "-") || !local.contains('T') {
+        return None;
+    }
+    let utc = Timestamp::parse_rfc3339(&format!("{local}Z"))?;
+    let shift = std::time::Duration::from_secs(h * 3600 + m * 60);
+    Some(if sign == "+" {
+        utc.minus(shift)
+    } else {
+        utc.plus(shift)
+    })
 }
 
 fn object<'a>(v: &'a Value, name: &str) -> Result<&'a Map<String, Value>, Invalid> {
@@ -508,6 +530,21 @@ mod tests {
         assert_eq!(notification.title, "Codex needs input");
         assert_eq!(notification.kind, "input_required");
         assert_eq!(notification.priority, Priority::High);
+    }
+
+    #[test]
+    fn times_with_offsets_are_rfc3339_too() {
+        let z = rfc3339("2026-12-01T10:00:00Z").unwrap();
+        assert_eq!(rfc3339("2026-12-01T12:00:00+02:00"), Some(z));
+        assert_eq!(rfc3339("2026-12-01T09:30:00.000-00:30"), Some(z));
+        for bad in [
+            "yesterday",
+            "2026-12-01T10:00:00+25:00",
+            "+02:00",
+            "2026-12-01T10:00:0é+0:00",
+        ] {
+            assert_eq!(rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[test]
