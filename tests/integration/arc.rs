@@ -514,3 +514,46 @@ async fn arc_malformed_envelopes_are_400() {
         assert_eq!(status, 400);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arc_a_text_question_takes_a_text_answer_and_late_updates_change_nothing() {
+    let (_home, _d, api) = started();
+    let mut e = answerable("name");
+    e["request"]["kind"] = json!("question");
+    e["request"]["message"] = json!("Name the release");
+    e["request"]["response"] = json!({"kind": "text", "text_max_length": 20,
+                                     "expires_at": "2999-01-01T00:00:00+02:00"});
+    let (status, v) = post(&api, e).await;
+    assert_eq!(status, 201, "{v}");
+    let i = &v["interaction"];
+    assert_eq!(
+        (i["kind"].as_str(), i["text_max_length"].as_u64()),
+        (Some("text"), Some(20))
+    );
+    assert_eq!(v["notification"]["type"], "input_required");
+    let long = json!({"response_id": "r", "digest": i["request_digest"], "nonce": i["nonce"],
+                      "text": "x".repeat(21), "source": "cli"});
+    let (status, err) = post(&api, submitted("name", long)).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (400, Some("invalid_answer")),
+        "{err}"
+    );
+    let ok = json!({"response_id": "r2", "digest": i["request_digest"], "nonce": i["nonce"],
+                    "text": "Aurora", "source": "cli"});
+    let (status, a) = post(&api, submitted("name", ok)).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(a["interaction"]["response"]["text"], "Aurora");
+    let (status, u) = post(
+        &api,
+        event(
+            "request.updated",
+            "late",
+            json!({"key": "name", "kind": "question", "message": "changed"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{u}");
+    assert_eq!(u["notification"]["message"], "Name the release");
+    assert_eq!(u["notification"]["status"], "resolved");
+}
