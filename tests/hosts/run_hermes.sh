@@ -51,4 +51,5 @@ if [ -z "${AGENTNOTIFY_BIN_DIR:-}" ]; then
   export AGENTNOTIFY_BIN_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug"
 fi
 
-HERMES_BIN="$venv/bin/hermes" python3 "$here/test_hermes.py" "$@"
+# With the venv's Python, so the plugin cases get Hermes' own request type.
+HERMES_BIN="$venv/bin/hermes" "$venv/bin/python" "$here/test_hermes.py" "$@"

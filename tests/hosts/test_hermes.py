@@ -360,6 +360,60 @@ class HermesTransportTests(HermesCase):
         self.assertIsNone(self.broker_pid(), "a garbage request started a broker")
 
 
+class PluginTests(unittest.TestCase):
+    """The plugin alone, with Hermes' own request type (run with the Hermes venv's Python):
+    whatever the hook does short of printing an offered choice, `present` raises."""
+
+    def setUp(self):
+        try:
+            from hermes_cli.approval_transport import ApprovalRequest
+        except ImportError:
+            self.skipTest("run with the Hermes venv's python for the plugin cases")
+        import importlib.util
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "../../harness/hermes/agentnotify/__init__.py")
+        spec = importlib.util.spec_from_file_location("agentnotify_plugin", path)
+        self.plugin = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.plugin)
+        self.dir = tempfile.mkdtemp(prefix="an-plugin-")
+        self.request = ApprovalRequest.create(
+            command="rm -rf build", description="delete", pattern_key="delete", pattern_keys=("delete",),
+            session_key="s", surface="cli", allow_session=False, allow_permanent=False, timeout_seconds=5)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def hook_printing(self, text: str, sleep: int = 0) -> str:
+        path = os.path.join(self.dir, "agentnotify-hook")
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\ncat >/dev/null\nsleep {sleep}\nprintf '%s' '{text}'\n")
+        os.chmod(path, 0o700)
+        return path
+
+    def test_an_offered_choice_is_returned_as_hermes_own_decision(self):
+        self.plugin.HOOK = self.hook_printing("once\n")
+        decision = self.plugin.present(self.request)
+        self.assertEqual((decision.request_id, decision.request_digest, decision.choice),
+                         (self.request.request_id, self.request.digest, "once"))
+
+    def test_anything_else_raises(self):
+        self.assertEqual(self.request.allowed_choices, ("once", "deny"))
+        for text in ["", "always\n", "yolo\n", "once\nonce\n", "allow-once\n"]:
+            self.plugin.HOOK = self.hook_printing(text)
+            with self.assertRaises(self.plugin.AgentnotifyUnavailable, msg=repr(text)):
+                self.plugin.present(self.request)
+        self.plugin.HOOK = os.path.join(self.dir, "missing", "agentnotify-hook")
+        with self.assertRaises(self.plugin.AgentnotifyUnavailable):
+            self.plugin.present(self.request)
+
+    def test_a_hook_still_running_at_hermes_timeout_is_stopped_and_raises(self):
+        self.plugin.HOOK = self.hook_printing("once\n", sleep=30)
+        started = time.monotonic()
+        with self.assertRaises(self.plugin.AgentnotifyUnavailable):
+            self.plugin.present(self.request)
+        self.assertLess(time.monotonic() - started, 10)
+
+
 class HermesSilenceTests(HermesCase):
     approval_timeout = 8
 
