@@ -73,6 +73,10 @@ pub fn main(args: &[OsString]) -> i32 {
     while let Some(&w) = rest.next() {
         match w {
             "--dry-run" => dry_run = true,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Exit::Ok.code();
+            }
             "--ask" if install => {}
             "--command-path" if install => match rest.next() {
                 Some(p) => command_path = Some(PathBuf::from(p)),
@@ -92,10 +96,12 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
+const USAGE: &str = "usage: agentnotify-hook install-harness hermes [--command-path PATH] [--dry-run] | uninstall-harness hermes [--dry-run]\n\
+    Installs (removes) the approval transport plugin in $HERMES_HOME/plugins/agentnotify/ (~/.hermes);\n\
+    enable it in config.yaml with: plugins.enabled: [agentnotify] and security.approval.transport: agentnotify";
+
 fn usage(msg: &str) -> i32 {
-    eprintln!(
-        "agentnotify-hook: error: {msg}\nusage: agentnotify-hook install-harness hermes [--command-path PATH] [--dry-run] | uninstall-harness hermes [--dry-run]"
-    );
+    eprintln!("agentnotify-hook: error: {msg}\n{USAGE}");
     Exit::Usage.code()
 }
 
