@@ -3,6 +3,7 @@
 
 pub mod channel_routes;
 mod error;
+mod events;
 pub mod relay_routes;
 mod routes;
 pub mod ui;

@@ -47,6 +47,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/notifications/{id}"),
     ("POST", "/v1/notifications/{id}/resolve"),
     ("POST", "/v1/notifications/{id}/dismiss"),
+    ("POST", "/v1/events"),
 ];
 
 /// `GET /v1/auth/proof?nonce=…` (no token): the broker proves it holds the token before a
@@ -219,6 +220,11 @@ async fn route(ctx: &ApiContext, req: Request<Incoming>) -> Result<Response<ResB
             }
             _ => Err(method_not_allowed("GET, POST")),
         },
+        ["events"] => {
+            only(&req, Method::POST)?;
+            let body = parse_json(&Box::pin(read_body(req)).await?, false)?;
+            Box::pin(crate::api::events::handle(&ctx.broker, &body)).await
+        }
         ["notifications", id] => {
             only(&req, Method::GET)?;
             Ok(json_response(

@@ -6,6 +6,7 @@
 //! exits non-zero, and exits the moment it has printed a decision.
 
 pub mod decision;
+pub mod hermes;
 pub mod notify;
 pub mod payload;
 mod run;
@@ -32,7 +33,8 @@ pub use payload::{Host, Plan};
                   On any failure the hook prints nothing and exits 0, so the host shows its own prompt.", crate::exit::TABLE)
 )]
 pub struct HookArgs {
-    /// The host running the hook: claude or codex.
+    /// The host running the hook: claude, codex, or hermes (`hermes ask-approval`: our
+    /// Hermes approval transport, SPEC §10.2).
     pub host: String,
     /// The hook event: `ask-permission` (PermissionRequest), `pre-tool-use` (Claude's
     /// AskUserQuestion outside the default permission mode, SPEC §13.3), or `notify` (Stop,
@@ -66,6 +68,20 @@ pub fn main(args: Vec<OsString>) -> ! {
             std::process::exit(0)
         }
     };
+    if (parsed.host.as_str(), parsed.action.as_str()) == ("hermes", "ask-approval") {
+        // Our Hermes approval transport: prints one choice id, or nothing.
+        let budget = Duration::from_secs(parsed.timeout.clamp(1, 3600));
+        let choice = std::panic::catch_unwind(|| hermes::ask(&read_stdin()?, budget))
+            .ok()
+            .flatten();
+        if let Some(choice) = choice {
+            signals::hold_while_printing();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{choice}");
+            let _ = out.flush();
+        }
+        std::process::exit(0)
+    }
     let (host, event) = match (Host::parse(&parsed.host), parsed.action.as_str()) {
         (Some(h), "ask-permission") => (h, Event::PermissionRequest),
         (Some(Host::Claude), "pre-tool-use") => (Host::Claude, Event::PreToolUse),
@@ -84,7 +100,7 @@ pub fn main(args: Vec<OsString>) -> ! {
         _ => {
             let _ = writeln!(
                 std::io::stderr(),
-                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S] | <claude|codex> notify"
+                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S] | <claude|codex> notify | hermes ask-approval [--timeout S]"
             );
             std::process::exit(0)
         }

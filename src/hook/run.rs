@@ -432,3 +432,54 @@ async fn host_gives_up() -> &'static str {
         "interrupt"
     }
 }
+
+/// One question for a host outside the Claude/Codex payloads (the Hermes bridge): the same
+/// attach-or-spawn, proof-checked client, owner-leased wait and withdrawal on every other
+/// end. Returns the answered record, or `None` on anything but an answer.
+pub(super) fn ask_question(question: Question, budget: Duration) -> Option<Interaction> {
+    let started = std::time::Instant::now();
+    let paths = Paths::from_env().ok()?;
+    let _log = crate::logging::init_blocking(&paths, "hook", "info");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let record = runtime.block_on(async {
+        let deadline = Instant::from_std(started + budget);
+        let shared: Shared = Arc::default();
+        let work = async {
+            let client = client::attach_or_spawn_by(&paths, deadline.into_std()).await?;
+            shared.lock().expect("not poisoned").client = Some(client.clone());
+            let opened = open(&client, &question, deadline, &shared).await?;
+            answered(&client, &opened, deadline).await
+        };
+        tokio::pin!(work);
+        let outcome = tokio::select! {
+            r = &mut work => r,
+            sig = host_gives_up() => {
+                tracing::info!(signal = sig, "host gave up; withdrawing");
+                if shared.lock().expect("not poisoned").opening {
+                    let _ = tokio::time::timeout(OPENING_GRACE, &mut work).await;
+                }
+                withdraw(&shared).await;
+                return None;
+            }
+        };
+        match outcome {
+            Ok(record) => {
+                tracing::info!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "answer returned"
+                );
+                Some(record)
+            }
+            Err(why) => {
+                tracing::info!(reason = %why, "no answer; the host's own default stands");
+                withdraw(&shared).await;
+                None
+            }
+        }
+    });
+    super::signals::flow_stops_handling();
+    record
+}

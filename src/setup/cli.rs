@@ -57,6 +57,9 @@ Files:
           repository root with --scope project; trust goes to $CODEX_HOME/config.toml
   openclaw  ~/.config/systemd/user/agentnotify-openclaw.service, a user service running
           `agentnotify openclaw watch` (options: install-harness openclaw --help)
+  hermes  install-harness hermes [--command-path P] [--dry-run]: the approval transport
+          plugin into $HERMES_HOME/plugins/agentnotify/ (~/.hermes); prints the two
+          config.yaml settings that enable it
 
 Your other settings and hooks are kept as they are. The first change to a file saves the
 previous content as <file>.bak. Codex runs a new hook only after you trust it (/hooks in
@@ -127,28 +130,34 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     if super::openclaw::is_for_openclaw(args) {
         return super::openclaw::main(args);
     }
+    if super::hermes::is_ours(args) {
+        return super::hermes::main(args);
+    }
     if let Some(code) = super::pi::main(args) {
         return code;
     }
+    let mut args = args.to_vec();
+    let hermes = super::hermes::take_doctor_host(&mut args);
     // `doctor pi`: the Pi checks are added after the others (`super::pi::doctor`).
     let is_doctor = args.get(1).is_some_and(|a| a == "doctor");
     let pi_named = is_doctor && args.iter().skip(2).any(|a| a == "pi");
     let args: Vec<_> = match pi_named {
         true => args.iter().filter(|a| *a != "pi").cloned().collect(),
-        false => args.to_vec(),
+        false => args,
     };
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),
     };
     let env = Env::from_process();
-    match run(&env, cli.command, pi_named) {
+    match run(&env, cli.command, pi_named, hermes) {
         Ok(done) => done.code(),
         Err(e) => exit::fail("agentnotify-hook", &e),
     }
 }
 
-fn run(env: &Env, command: Command, pi_named: bool) -> Result<Exit, SetupError> {
+/// `pi_named` / `hermes`: `doctor pi` / `doctor hermes` was asked for (SPEC §10.2).
+fn run(env: &Env, command: Command, pi_named: bool, hermes: bool) -> Result<Exit, SetupError> {
     match command {
         Command::InstallHarness(args) => {
             if args.trust && args.host != Host::Codex {
@@ -189,6 +198,7 @@ fn run(env: &Env, command: Command, pi_named: bool) -> Result<Exit, SetupError> 
         Command::Doctor(args) => {
             let mut report = doctor::run(env, &args.hosts);
             super::pi::doctor(env, &mut report, pi_named, !args.hosts.is_empty());
+            super::hermes::doctor_checks(&mut report, hermes, !args.hosts.is_empty());
             if args.json {
                 println!(
                     "{}",

@@ -15,7 +15,7 @@
 //! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client, and
 //! [`links`], the channels and Relay links), [`command`] (the hook command line),
 //! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
-//! [`files`] / [`plan`] (safe file replacement), [`diff`].
+//! [`files`] / [`plan`] (safe file replacement), [`diff`]; [`hermes`] (Hermes' plugin, SPEC §10.2).
 
 pub mod cli;
 pub mod codex;
@@ -26,6 +26,7 @@ pub mod doctor;
 pub mod error;
 pub mod files;
 pub mod health;
+pub mod hermes;
 pub mod host;
 pub mod install;
 pub mod json_config;

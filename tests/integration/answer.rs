@@ -116,6 +116,16 @@ impl Tmux {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
     }
 
+    /// Everything the pane printed, scrolled-off lines included.
+    pub(crate) fn scrollback(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .tmux(&["capture-pane", "-p", "-S", "-", "-t", "t"])
+                .stdout,
+        )
+        .into_owned()
+    }
+
     /// Waits (bounded) until the screen shows `needle`; returns the screen.
     pub(crate) async fn wait_for(&self, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + WAIT;

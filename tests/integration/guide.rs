@@ -295,8 +295,13 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    t.wait_for("The hook printed this decision").await;
-    let screen = t.wait_for("[exit 0]").await;
+    // The end of the run, then all of it (doctor's summary may scroll the decision away).
+    t.wait_for("[exit 0]").await;
+    let screen = t.scrollback();
+    assert!(
+        screen.contains("The hook printed this decision"),
+        "{screen}"
+    );
     assert!(screen.contains("== 4/4"), "{screen}");
     let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
     assert!(config.contains("include_message = false"), "{config}");

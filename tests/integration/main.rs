@@ -3,6 +3,7 @@
 mod answer;
 mod api;
 mod app_files;
+mod arc;
 mod architecture;
 mod bodies;
 mod broker;
@@ -14,6 +15,8 @@ mod durability;
 mod guide;
 #[cfg(unix)]
 mod harness;
+#[cfg(unix)]
+mod hermes_setup;
 mod hook;
 mod hook_fuzz;
 mod lifecycle;

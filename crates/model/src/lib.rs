@@ -2,6 +2,7 @@
 //! request digest, and the one rendering of question text for people (`render.rs`).
 //! Pure: no I/O, no HTTP, no storage.
 
+pub mod arc;
 pub mod digest;
 pub mod fields;
 pub mod interaction;

@@ -1,0 +1,312 @@
+//! Hermes Agent (SPEC §10.2): `install-harness hermes` puts our approval transport plugin
+//! (`harness/hermes/agentnotify/`) into `$HERMES_HOME/plugins/agentnotify/` (`~/.hermes`
+//! by default), `uninstall-harness hermes` removes exactly those files, and `doctor` reports
+//! them. Hermes loads a plugin only once the person enables it in `config.yaml`; that consent
+//! is theirs to give, so setup prints the two lines instead of editing the YAML.
+//!
+//! Kept apart from the Claude/Codex setup (JSON hook files, their `Host`): the command line
+//! hands `hermes` here before its own parsing.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::doctor::{Check, Report, Status};
+use super::error::SetupError;
+use super::files::{remove_dir_if_empty, remove_file, write_file};
+use crate::exit::{self, Exit};
+
+const PLUGIN_YAML: &str = include_str!("../../harness/hermes/agentnotify/plugin.yaml");
+const PLUGIN_PY: &str = include_str!("../../harness/hermes/agentnotify/__init__.py");
+/// How an installed `__init__.py` is recognised as ours.
+const MARK: &str = "agentnotify's approval transport for Hermes Agent";
+const PLUGIN_NAME: &str = "agentnotify";
+
+/// The two `config.yaml` lines that enable the transport (what the person consents to).
+pub const CONSENT: [&str; 2] = [
+    "plugins.enabled: [agentnotify]",
+    "security.approval.transport: agentnotify",
+];
+
+/// `$HERMES_HOME`, else `~/.hermes`.
+fn hermes_home() -> Result<PathBuf, SetupError> {
+    let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
+    match (var("HERMES_HOME"), var("HOME")) {
+        (Some(h), _) => Ok(PathBuf::from(h)),
+        (None, Some(home)) => Ok(PathBuf::from(home).join(".hermes")),
+        (None, None) => Err(SetupError::NoHome),
+    }
+}
+
+fn plugin_dir() -> Result<PathBuf, SetupError> {
+    Ok(hermes_home()?.join("plugins").join(PLUGIN_NAME))
+}
+
+/// The plugin's `__init__.py` with the hook's absolute path filled in (as a Python string
+/// literal: JSON's string escapes are Python's too).
+pub fn plugin_source(hook: &str) -> String {
+    let literal = serde_json::to_string(hook).expect("a string serialises");
+    PLUGIN_PY.replacen("\"{{hook}}\"", &literal, 1)
+}
+
+/// True for `install-harness hermes …`, `uninstall-harness hermes …`: ours to run.
+pub fn is_ours(args: &[OsString]) -> bool {
+    matches!(
+        (
+            args.get(1).and_then(|a| a.to_str()),
+            args.get(2).and_then(|a| a.to_str())
+        ),
+        (
+            Some("install-harness" | "uninstall-harness"),
+            Some("hermes")
+        )
+    )
+}
+
+/// Runs `install-harness hermes [--command-path P] [--dry-run]` or
+/// `uninstall-harness hermes [--dry-run]`; returns the exit code.
+pub fn main(args: &[OsString]) -> i32 {
+    let words: Vec<&str> = args.iter().skip(3).filter_map(|a| a.to_str()).collect();
+    let install = args[1] == "install-harness";
+    let mut dry_run = false;
+    let mut command_path = None;
+    let mut rest = words.iter();
+    while let Some(&w) = rest.next() {
+        match w {
+            "--dry-run" => dry_run = true,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Exit::Ok.code();
+            }
+            "--ask" if install => {}
+            "--command-path" if install => match rest.next() {
+                Some(p) => command_path = Some(PathBuf::from(p)),
+                None => return usage("--command-path needs a path"),
+            },
+            other => return usage(&format!("unexpected argument '{other}' for hermes")),
+        }
+    }
+    let result = if install {
+        self::install(command_path, dry_run)
+    } else {
+        uninstall(dry_run)
+    };
+    match result {
+        Ok(done) => done.code(),
+        Err(e) => exit::fail("agentnotify-hook", &e),
+    }
+}
+
+const USAGE: &str = "usage: agentnotify-hook install-harness hermes [--command-path PATH] [--dry-run] | uninstall-harness hermes [--dry-run]\n\
+    Installs (removes) the approval transport plugin in $HERMES_HOME/plugins/agentnotify/ (~/.hermes);\n\
+    enable it in config.yaml with: plugins.enabled: [agentnotify] and security.approval.transport: agentnotify";
+
+fn usage(msg: &str) -> i32 {
+    eprintln!("agentnotify-hook: error: {msg}\n{USAGE}");
+    Exit::Usage.code()
+}
+
+fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<Exit, SetupError> {
+    let exe = match command_path {
+        Some(p) => p,
+        None => super::install::default_command_path()?,
+    };
+    if !exe.is_absolute() {
+        return Err(SetupError::BadCommandPath {
+            path: exe,
+            reason: "must be an absolute path (Hermes runs it without your PATH)".into(),
+        });
+    }
+    let hook = exe.to_str().ok_or_else(|| SetupError::BadCommandPath {
+        path: exe.clone(),
+        reason: "must be valid UTF-8".into(),
+    })?;
+    let dir = plugin_dir()?;
+    let init = dir.join("__init__.py");
+    if std::fs::read_to_string(&init).is_ok_and(|t| !t.contains(MARK)) {
+        return Err(SetupError::WrongShapeNoForce {
+            path: init,
+            problem: "another plugin named agentnotify is installed here".into(),
+        });
+    }
+    let files = [
+        (dir.join("plugin.yaml"), PLUGIN_YAML.to_string()),
+        (dir.join("__init__.py"), plugin_source(hook)),
+    ];
+    let changed: Vec<_> = files
+        .iter()
+        .filter(|(path, text)| std::fs::read_to_string(path).ok().as_deref() != Some(text))
+        .collect();
+    if changed.is_empty() {
+        println!(
+            "Hermes: the agentnotify plugin in {} is up to date; nothing changed.",
+            dir.display()
+        );
+    } else if dry_run {
+        println!("Dry run: nothing was written. These files would be written:");
+        for (path, _) in &changed {
+            println!("  {}", path.display());
+        }
+    } else {
+        private_dir(&dir)?;
+        for (path, text) in changed {
+            write_file(path, text.as_bytes(), None, 0o600)?;
+        }
+        println!(
+            "Hermes: installed the agentnotify plugin in {}",
+            dir.display()
+        );
+    }
+    println!("Hermes loads it only once you enable it. Add these two settings to {} (agentnotify does not edit it):", hermes_home()?.join("config.yaml").display());
+    for line in CONSENT {
+        println!("  {line}");
+    }
+    println!("Optional: security.approval.transport_fallback: builtin (Hermes asks in its own prompt when agentnotify cannot).");
+    println!("Questions live within Hermes' approvals.timeout; then Hermes blocks the command.");
+    Ok(Exit::Ok)
+}
+
+/// Creates `dir` and missing parents 0700 (an existing folder is left as it is).
+fn private_dir(dir: &Path) -> Result<(), SetupError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| SetupError::io("create the folder", dir, e))
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("create the folder", dir, e))
+}
+
+fn uninstall(dry_run: bool) -> Result<Exit, SetupError> {
+    let dir = plugin_dir()?;
+    let init = dir.join("__init__.py");
+    let ours = std::fs::read_to_string(&init).is_ok_and(|t| t.contains(MARK));
+    if !ours {
+        println!(
+            "Hermes: no agentnotify plugin in {}; nothing changed.",
+            dir.display()
+        );
+        return Ok(Exit::Ok);
+    }
+    if dry_run {
+        println!(
+            "Dry run: nothing was removed. {} would be removed.",
+            dir.display()
+        );
+        return Ok(Exit::Ok);
+    }
+    remove_file(&init)?;
+    remove_file(&dir.join("plugin.yaml"))?;
+    // Python's bytecode cache of our module, written by Hermes when it loaded it.
+    let cache = dir.join("__pycache__");
+    if let Ok(entries) = std::fs::read_dir(&cache) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("__init__.") {
+                remove_file(&e.path())?;
+            }
+        }
+        remove_dir_if_empty(&cache);
+    }
+    remove_dir_if_empty(&dir);
+    println!(
+        "Hermes: removed the agentnotify plugin from {}",
+        dir.display()
+    );
+    println!(
+        "Also remove these settings from {}: {}",
+        hermes_home()?.join("config.yaml").display(),
+        CONSENT.join(", ")
+    );
+    Ok(Exit::Ok)
+}
+
+/// Removes `hermes` from `doctor`'s host list; true when it was named.
+pub fn take_doctor_host(args: &mut Vec<OsString>) -> bool {
+    let before = args.len();
+    let is_doctor = args.get(1).is_some_and(|a| a == "doctor");
+    if is_doctor {
+        let mut i = 2;
+        while i < args.len() {
+            if args[i] == "hermes" {
+                args.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    args.len() != before
+}
+
+/// `doctor`'s Hermes lines: the plugin installed and pointing at a hook that exists.
+/// Not installed is a problem only when Hermes was asked about. With the plugin in place and
+/// no other host named, another host without hooks is not a problem either.
+pub fn doctor_checks(report: &mut Report, explicit: bool, others_named: bool) {
+    let check = |status, detail: String, fix: Option<String>| Check {
+        host: Some("hermes"),
+        name: "plugin_installed",
+        status,
+        detail,
+        fix,
+        trust: None,
+    };
+    let found = plugin_dir().map(|dir| (std::fs::read_to_string(dir.join("__init__.py")), dir));
+    let line = match found {
+        Err(e) => check(Status::Fail, e.to_string(), None),
+        Ok((Ok(text), dir)) if text.contains(MARK) => match hook_of(&text) {
+            Some(hook) if crate::fsutil::is_executable_file(Path::new(&hook)) => check(
+                Status::Ok,
+                format!(
+                    "{} (runs {hook}); enabled by {}",
+                    dir.display(),
+                    CONSENT.join(", ")
+                ),
+                None,
+            ),
+            _ => check(
+                Status::Fail,
+                format!("{} runs a hook that is missing", dir.display()),
+                Some("agentnotify-hook install-harness hermes".into()),
+            ),
+        },
+        Ok((_, dir)) => check(
+            if explicit { Status::Fail } else { Status::Info },
+            format!("no agentnotify plugin in {}", dir.display()),
+            Some("agentnotify-hook install-harness hermes".into()),
+        ),
+    };
+    let installed = line.status == Status::Ok;
+    report.checks.push(line);
+    if installed && !others_named {
+        for c in report.checks.iter_mut().filter(|c| {
+            c.name == "hook_installed" && c.host != Some("hermes") && c.status == Status::Fail
+        }) {
+            c.status = Status::Info;
+        }
+    }
+    report.ok = report.checks.iter().all(|c| c.status != Status::Fail);
+}
+
+/// The hook path written into an installed plugin.
+fn hook_of(source: &str) -> Option<String> {
+    let line = source.lines().find(|l| l.starts_with("HOOK = "))?;
+    serde_json::from_str(line.trim_start_matches("HOOK = ")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_path_is_written_as_a_python_string_and_read_back() {
+        let src = plugin_source("/opt/a \"b\"/agentnotify-hook");
+        assert!(!src.contains("{{hook}}"));
+        assert_eq!(
+            hook_of(&src).as_deref(),
+            Some("/opt/a \"b\"/agentnotify-hook")
+        );
+        assert!(src.contains(MARK));
+    }
+}
