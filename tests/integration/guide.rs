@@ -307,6 +307,52 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
     assert!(config.contains("include_message = false"), "{config}");
 }
 
+/// Pi, Hermes and OpenClaw have integrations of their own: setup offers one when its program
+/// is on PATH, installs it through `install-harness` (which names what it writes), and
+/// leaves the others alone.
+#[test]
+fn setup_yes_installs_the_pi_extension_when_pi_is_on_path_and_only_then() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let bin = tempfile::tempdir().unwrap();
+    let pi = bin.path().join("pi");
+    std::fs::write(&pi, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&pi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = home.path().join("pi-agent");
+    let run = || {
+        home.cmd(AGENTNOTIFY)
+            .args(["setup", "--yes", "--no-test"])
+            .env("PATH", format!("{}:{}", bin.path().display(), path()))
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env_remove("HERMES_HOME")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let extension = agent.join("extensions/agentnotify.ts");
+    assert!(extension.is_file(), "{said}");
+    assert!(
+        said.contains("Pi: ") && said.contains("install-harness pi"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&extension.display().to_string()),
+        "the file is named: {said}"
+    );
+    assert!(said.contains("Hermes Agent: not found"), "{said}");
+    assert!(said.contains("OpenClaw: not found"), "{said}");
+    assert!(!home.path().join("home/.hermes").exists());
+    // Again: the same file, unchanged.
+    let before = std::fs::read(&extension).unwrap();
+    let again = run();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(std::fs::read(&extension).unwrap(), before);
+}
+
 #[test]
 fn doctor_without_channels_says_how_to_add_one() {
     let home = Home::new();

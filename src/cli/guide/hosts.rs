@@ -54,3 +54,36 @@ impl HostRow {
             .expect("every host has a row")
     }
 }
+
+/// A host with an integration of its own (SPEC §10.2) rather than ask and notify hooks:
+/// `setup` offers it when its program is on PATH and runs its `install-harness`, which says
+/// what it writes and the steps it leaves to the person.
+pub struct OtherHost {
+    pub name: &'static str,
+    pub program: &'static str,
+    /// The `agentnotify-hook install-harness` argument.
+    pub harness: &'static str,
+    /// What the integration is, in a few words.
+    pub what: &'static str,
+}
+
+pub const OTHER_HOSTS: &[OtherHost] = &[
+    OtherHost {
+        name: "Pi",
+        program: "pi",
+        harness: "pi",
+        what: "an extension that asks before bash, edit and write run",
+    },
+    OtherHost {
+        name: "Hermes Agent",
+        program: "hermes",
+        harness: "hermes",
+        what: "an approval transport plugin (you enable it in Hermes' config.yaml)",
+    },
+    OtherHost {
+        name: "OpenClaw",
+        program: "openclaw",
+        harness: "openclaw",
+        what: "a user service that answers the Gateway's exec approvals",
+    },
+];

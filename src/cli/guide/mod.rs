@@ -17,7 +17,7 @@ use crate::paths::Paths;
 use crate::setup::command::{HookCommand, DEFAULT_BUDGET_SECS};
 use crate::setup::host::{Env, Host, Scope};
 use crate::setup::install::{self, InstallRequest};
-use hosts::{HostRow, HOSTS};
+use hosts::{HostRow, HOSTS, OTHER_HOSTS};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  agentnotify setup\n  \
@@ -109,6 +109,11 @@ pub async fn run(a: SetupArgs) -> Result<(), CliError> {
     let mut any_host = false;
     for row in chosen_hosts(&env, &a.hosts) {
         any_host |= host(&ask, &env, row, &hook)?;
+    }
+    if a.hosts.is_empty() {
+        for other in OTHER_HOSTS {
+            any_host |= other_host(&ask, &env, other, &hook)?;
+        }
     }
     if !any_host {
         println!(
@@ -218,6 +223,49 @@ fn host(ask: &Ask, env: &Env, row: &HostRow, hook: &std::path::Path) -> Result<b
     }
     for line in &planned.lines {
         println!("  {line}");
+    }
+    Ok(true)
+}
+
+/// Offers a host of its own kind (Pi, Hermes, OpenClaw) when its program is on PATH, and
+/// installs its integration through `agentnotify-hook install-harness`, which prints where
+/// it writes and what is left to do; returns whether it is set up afterwards.
+fn other_host(
+    ask: &Ask,
+    env: &Env,
+    host: &hosts::OtherHost,
+    hook: &std::path::Path,
+) -> Result<bool, CliError> {
+    let Some(found) = env.which(host.program) else {
+        println!(
+            "  {}: not found ({} is not on PATH)",
+            host.name, host.program
+        );
+        return Ok(false);
+    };
+    println!("  {}: {} found", host.name, found.display());
+    let command = format!("agentnotify-hook install-harness {}", host.harness);
+    println!("  {}: {}; this runs `{command}`", host.name, host.what);
+    if !ask.confirm(&format!("Install it for {}?", host.name), true, true)? {
+        println!("  {}: left as it is.", host.name);
+        return Ok(false);
+    }
+    let out = std::process::Command::new(hook)
+        .args(["install-harness", host.harness])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            CliError::Other(format!("{}: cannot run {}: {e}", host.name, hook.display()))
+        })?;
+    for line in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stderr).lines())
+    {
+        println!("  {line}");
+    }
+    if !out.status.success() {
+        println!("  {}: not set up; run `{command}` to see why.", host.name);
+        return Ok(false);
     }
     Ok(true)
 }
