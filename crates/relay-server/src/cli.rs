@@ -23,6 +23,16 @@ pub struct ServeArgs {
     /// the data dir).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Keep the Relay's state in PostgreSQL instead (postgres://user:pass@host/db), so many
+    /// `serve` processes can share it behind a load balancer. Also read from
+    /// AGENTNOTIFY_RELAY_DATABASE, which keeps a password out of the process list.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "AGENTNOTIFY_RELAY_DATABASE",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
     /// Serve HTTPS with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -63,6 +73,7 @@ impl ServeArgs {
         Ok(ServeOptions {
             addr: SocketAddr::new(self.bind, self.port),
             data_dir,
+            database: self.database.clone(),
             tls,
             rate_per_second: self.rate_limit,
             rate_burst: self.rate_burst,

@@ -27,7 +27,10 @@ const MAX_CONNECTIONS: usize = 16_384;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub addr: SocketAddr,
+    /// Where the sled store and the VAPID key live (unused with `database`).
     pub data_dir: PathBuf,
+    /// A PostgreSQL URL: keep the state there, shared with other processes (SPEC §14).
+    pub database: Option<String>,
     /// Serve HTTPS with this configuration (`--tls-cert`/`--tls-key`); plain HTTP if absent.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Requests per second each client address may make, sustained.
@@ -49,15 +52,25 @@ pub(crate) struct Context {
 
 /// Runs the Relay until SIGINT/SIGTERM/SIGHUP. `on_ready` gets the URL once it listens.
 pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), RelayServerError> {
-    let server = RelayServer::open(&opts.data_dir)?;
-    let vapid = Arc::new(
-        crate::push::Vapid::load_or_create(&opts.data_dir, &opts.vapid_subject).map_err(|e| {
-            RelayServerError::Vapid {
-                path: opts.data_dir.join("vapid.key"),
-                source: e,
-            }
-        })?,
-    );
+    let (server, vapid) = match &opts.database {
+        None => {
+            let server = RelayServer::open(&opts.data_dir)?;
+            let vapid = crate::push::Vapid::load_or_create(&opts.data_dir, &opts.vapid_subject)
+                .map_err(|e| RelayServerError::Vapid {
+                    path: opts.data_dir.join("vapid.key"),
+                    source: e,
+                })?;
+            (server, vapid)
+        }
+        Some(url) => {
+            let server = RelayServer::open_postgres(url).await?;
+            let vapid = crate::push::Vapid::shared(&server, &opts.vapid_subject)
+                .await
+                .map_err(|e| RelayServerError::Database(e.to_string()))?;
+            (server, vapid)
+        }
+    };
+    let vapid = Arc::new(vapid);
     let pusher = tokio::spawn(crate::push::run_sender(
         Arc::clone(&server),
         Arc::clone(&vapid),
@@ -82,7 +95,7 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         let server = Arc::clone(&server);
         tokio::spawn(async move {
             loop {
-                if let Err(e) = server.prune(Timestamp::now()) {
+                if let Err(e) = server.prune(Timestamp::now()).await {
                     tracing::error!(error = %e, "relay prune failed");
                 }
                 tokio::time::sleep(Duration::from_secs(600)).await;
@@ -100,7 +113,9 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
     let _ = serving.await;
     pruner.abort();
     pusher.abort();
-    let _ = server.db.flush();
+    if let crate::kv::Kv::Sled(s) = &server.kv {
+        let _ = s.db.flush();
+    }
     Ok(())
 }
 
@@ -184,7 +199,7 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
         )),
         (Method::POST, ["v1", "installations"]) => handlers::register_installation(s, req).await,
         (Method::POST, ["v1", "devices"]) => handlers::register_device(s, req).await,
-        (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req),
+        (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req).await,
         (Method::GET, ["v1", "push", "vapid-public-key"]) => Ok(json_response(
             StatusCode::OK,
             &json!({"public_key": ctx.vapid.public_key()}),
@@ -193,7 +208,7 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
             handlers::subscribe_push(s, req, ctx.push_allow_http).await
         }
         (Method::GET, ["v1", "devices", "push-subscription"]) => {
-            handlers::push_subscription(s, &req)
+            handlers::push_subscription(s, &req).await
         }
         (Method::DELETE, ["v1", "devices", "push-subscription"]) => {
             handlers::unsubscribe_push(s, &req).await
@@ -201,8 +216,8 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
         (Method::DELETE, ["v1", "devices", id]) => handlers::delete_device(s, &req, id).await,
         (Method::POST, ["v1", "pairings"]) => handlers::register_pairing(s, req).await,
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
-        (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
-        (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req),
+        (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req).await,
+        (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req).await,
         (Method::DELETE, ["v1", "envelopes", id]) => handlers::delete_envelope(s, &req, id).await,
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
         (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, req).await,
