@@ -10,9 +10,14 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 mod delivery;
+/// The test harness's PostgreSQL (a temp data dir on a free loopback port).
+#[path = "../integration/postgres.rs"]
+#[allow(dead_code)]
+mod postgres;
 /// The loopback ntfy stand-in and webhook receiver of the integration tests.
 #[path = "../integration/receivers.rs"]
 mod receivers;
+mod relay_pg;
 
 const AGENTNOTIFY: &str = env!("CARGO_BIN_EXE_agentnotify");
 const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
@@ -661,6 +666,10 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let n = |x: usize| ((x as f64 * scale) as usize).max(5);
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("relay-pg") {
+        relay_pg::run(scale).await;
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("delivery") {
         println!("| measurement | samples | p50 | p99 | max |");
         println!("| --- | --- | --- | --- | --- |");
