@@ -264,6 +264,11 @@ fn host_port(url: &str) -> &str {
 impl Haproxy {
     /// `a` and `b`: the two Relays' URLs.
     pub(crate) fn start(a: &str, b: &str) -> Haproxy {
+        Haproxy::start_with(a, b, 200)
+    }
+
+    /// Health checks every `check_ms` (they count against the balancer's own rate limit).
+    pub(crate) fn start_with(a: &str, b: &str, check_ms: u32) -> Haproxy {
         ensure_package(
             || {
                 Command::new("haproxy")
@@ -279,15 +284,15 @@ impl Haproxy {
             "global\n  maxconn 4000\n\
              defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  \
              timeout server 120s\n  timeout tunnel 120s\n  option redispatch\n  retries 3\n  \
-             retry-on conn-failure\n\
+             retry-on conn-failure\n  option forwardfor\n\
              frontend device\n  bind 127.0.0.1:{device}\n  default_backend device\n\
              frontend broker\n  bind 127.0.0.1:{broker}\n  default_backend broker\n\
              backend device\n  option httpchk GET /health\n  \
-             server a {a} check inter 200ms fall 1 rise 1\n  \
-             server b {b} check inter 200ms fall 1 rise 1 backup\n\
+             server a {a} check inter {check_ms}ms fall 1 rise 1\n  \
+             server b {b} check inter {check_ms}ms fall 1 rise 1 backup\n\
              backend broker\n  option httpchk GET /health\n  \
-             server b {b} check inter 200ms fall 1 rise 1\n  \
-             server a {a} check inter 200ms fall 1 rise 1 backup\n"
+             server b {b} check inter {check_ms}ms fall 1 rise 1\n  \
+             server a {a} check inter {check_ms}ms fall 1 rise 1 backup\n"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("haproxy.cfg");

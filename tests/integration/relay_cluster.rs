@@ -294,3 +294,60 @@ async fn relay_migrations_are_safe_twice_and_at_once_and_one_code_pairs_one_devi
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["devices"].as_array().unwrap().len(), 1, "{v}");
 }
+
+/// Behind a load balancer every connection comes from it: with `--trusted-proxy` the Relay
+/// limits each client by the address the balancer appended to X-Forwarded-For, and a
+/// client's own X-Forwarded-For does not let it pose as someone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_behind_haproxy_limits_each_client_address_not_the_balancer() {
+    let pg = Postgres::start();
+    let home = Home::new();
+    let url = pg.url();
+    let args = [
+        "--database",
+        &url,
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--rate-limit",
+        "1",
+        "--rate-burst",
+        "3",
+    ];
+    let refs: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let a = RelayProc::start_with(&home, &refs);
+    let b = RelayProc::start_with(&home, &refs);
+    // Health checks come from the balancer itself, without X-Forwarded-For: slower than
+    // the limit here, so they never trip it.
+    let lb = Haproxy::start_with(&a.url, &b.url, 2000);
+    let from = |source: &str| {
+        agentnotify_relay_proto::tls::plain_http_client()
+            .local_address(source.parse::<std::net::IpAddr>().ok())
+            .build()
+            .unwrap()
+    };
+    let busy = from("127.0.0.2");
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let res = busy
+            .get(format!("{}/v1/push/vapid-public-key", lb.device_url))
+            .header("x-forwarded-for", format!("10.0.0.{}", statuses.len()))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(res.status().as_u16());
+        if res.status() == 429 {
+            break;
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429], "the burst, then a refusal");
+    let other = from("127.0.0.3")
+        .get(format!("{}/v1/push/vapid-public-key", lb.device_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other.status(),
+        200,
+        "another client is not held back by the busy one"
+    );
+}

@@ -42,6 +42,11 @@ pub struct ServeArgs {
     /// Requests per second each client address may make, sustained (beyond: 429).
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit: u32,
+    /// A load balancer in front of this Relay (repeatable): for connections from it, the
+    /// client address is the last one it appended to X-Forwarded-For, so rate limits stay
+    /// per client rather than per load balancer.
+    #[arg(long, value_name = "IP")]
+    pub trusted_proxy: Vec<IpAddr>,
     /// Requests each client address may make in a burst.
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_burst: u32,
@@ -77,6 +82,7 @@ impl ServeArgs {
             tls,
             rate_per_second: self.rate_limit,
             rate_burst: self.rate_burst,
+            trusted_proxies: self.trusted_proxy.clone(),
             vapid_subject: self.vapid_subject.clone(),
             push_allow_http: self.push_allow_http,
         })

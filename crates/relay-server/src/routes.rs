@@ -37,6 +37,8 @@ pub struct ServeOptions {
     pub rate_per_second: u32,
     /// Requests each client address may make in a burst.
     pub rate_burst: u32,
+    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// The `sub` of VAPID tokens (a mailto: or https: contact for push services).
     pub vapid_subject: String,
     /// Accept `http://` push endpoints (a local mock push service in tests).
@@ -107,7 +109,8 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         opts.rate_per_second,
         opts.rate_burst,
     ));
-    let serving = tokio::spawn(serve(listener, ctx, tls, limiter, stop_rx));
+    let trusted = Arc::new(opts.trusted_proxies);
+    let serving = tokio::spawn(serve(listener, ctx, tls, limiter, trusted, stop_rx));
     wait_for_signal().await;
     let _ = stop_tx.send(true);
     let _ = serving.await;
@@ -137,17 +140,20 @@ pub(crate) async fn serve(
     server: Arc<Context>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limiter: Arc<PerAddressLimiter>,
+    trusted: Arc<Vec<std::net::IpAddr>>,
     shutdown: watch::Receiver<bool>,
 ) {
     accept_loop(listener, MAX_CONNECTIONS, shutdown, move |stream, peer| {
         let server = Arc::clone(&server);
         let limiter = Arc::clone(&limiter);
+        let trusted = Arc::clone(&trusted);
         let tls = tls.clone();
         let handle = move |req: Request<Incoming>| {
             let server = Arc::clone(&server);
             let limiter = Arc::clone(&limiter);
+            let client = client_address(peer.ip(), &trusted, &req);
             async move {
-                let handled = match limiter.take(peer.ip()) {
+                let handled = match limiter.take(client) {
                     Ok(()) => route(&server, req).await,
                     Err(secs) => Err(ApiError::rate_limited(secs)),
                 };
@@ -170,6 +176,26 @@ pub(crate) async fn serve(
         }
     })
     .await
+}
+
+/// Who a request is from: the peer, or, when the peer is a trusted load balancer, the last
+/// address it appended to `X-Forwarded-For` (the ones before it are the client's own word).
+fn client_address(
+    peer: std::net::IpAddr,
+    trusted: &[std::net::IpAddr],
+    req: &Request<Incoming>,
+) -> std::net::IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    req.headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(peer)
 }
 
 pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
