@@ -50,18 +50,29 @@ fn start_relay(home: &std::path::Path, database: &str) -> Relay {
     Relay { child, url }
 }
 
+/// Requests that met a 503 (the database pool busy past 5 s) and were retried.
+static RETRIED: AtomicUsize = AtomicUsize::new(0);
+
 #[derive(Clone)]
 struct Http(reqwest::Client);
 
 impl Http {
+    /// POSTs, retrying a 503 after its `Retry-After` as real clients do (counted).
     async fn post(&self, url: String, token: Option<&str>, body: &Value) -> Value {
-        let mut r = self.0.post(url).json(body);
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
+        loop {
+            let mut r = self.0.post(&url).json(body);
+            if let Some(t) = token {
+                r = r.bearer_auth(t);
+            }
+            let res = r.send().await.unwrap();
+            if res.status() == 503 {
+                RETRIED.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            assert!(res.status().is_success(), "{}", res.status());
+            return res.json().await.unwrap();
         }
-        let res = r.send().await.unwrap();
-        assert!(res.status().is_success(), "{}", res.status());
-        res.json().await.unwrap()
     }
 }
 
@@ -153,7 +164,15 @@ async fn open_streams(f: &Fleet, urls: &[String], n: usize) -> Arc<AtomicUsize> 
         );
         let (received, ready_tx) = (Arc::clone(&received), ready_tx.clone());
         tokio::spawn(async move {
-            let mut res = client.open_events().await.unwrap();
+            let mut res = loop {
+                match client.open_events().await {
+                    Ok(res) => break res,
+                    Err(_) => {
+                        RETRIED.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            };
             let mut announced = false;
             while let Ok(Some(chunk)) = res.chunk().await {
                 let text = String::from_utf8_lossy(&chunk);
@@ -285,7 +304,7 @@ async fn answers(
     // Envelopes first (one per answer, spread over all 10,000 devices).
     let total = n + burst;
     let ids: Vec<(usize, String)> = (0..total)
-        .map(|i| ((i * 7919) % f.devices.len(), format!("{tag}{i:028x}")))
+        .map(|i| ((i * 7919) % f.devices.len(), format!("{tag}{i:030x}")))
         .collect();
     for (d, id) in &ids {
         http.post(
@@ -418,5 +437,8 @@ pub(crate) async fn run(scale: f64) {
         "relay",
         "SELECT pg_size_pretty(pg_total_relation_size('relay_kv'))",
     );
-    println!("- afterwards: {rows} rows in relay_kv, {size} on disk");
+    println!(
+        "- afterwards: {rows} rows in relay_kv, {size} on disk; {} requests met a 503 and were retried",
+        RETRIED.load(Ordering::Relaxed)
+    );
 }
