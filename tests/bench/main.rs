@@ -11,9 +11,14 @@ use serde_json::{json, Value};
 
 mod delivery;
 mod openclaw;
+/// The test harness's PostgreSQL (a temp data dir on a free loopback port).
+#[path = "../integration/postgres.rs"]
+#[allow(dead_code)]
+mod postgres;
 /// The loopback ntfy stand-in and webhook receiver of the integration tests.
 #[path = "../integration/receivers.rs"]
 mod receivers;
+mod relay_pg;
 
 const AGENTNOTIFY: &str = env!("CARGO_BIN_EXE_agentnotify");
 const HOOK: &str = env!("CARGO_BIN_EXE_agentnotify-hook");
@@ -666,6 +671,10 @@ async fn main() {
         println!("| measurement | samples | p50 | p99 | max |");
         println!("| --- | --- | --- | --- | --- |");
         openclaw::run(scale).await;
+        return;
+    }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("relay-pg") {
+        relay_pg::run(scale).await;
         return;
     }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("delivery") {

@@ -25,6 +25,7 @@ mod openclaw;
 mod phone;
 #[cfg(unix)]
 mod pi;
+mod postgres;
 mod private;
 /// Finds or installs the outside programs some tests drive.
 #[allow(dead_code)]
@@ -32,6 +33,8 @@ mod private;
 mod provision;
 mod receivers;
 mod relay;
+mod relay_cluster;
+mod relay_stores;
 mod reliability;
 mod squatter;
 mod support;

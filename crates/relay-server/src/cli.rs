@@ -23,6 +23,16 @@ pub struct ServeArgs {
     /// the data dir).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Keep the Relay's state in PostgreSQL instead (postgres://user:pass@host/db), so many
+    /// `serve` processes can share it behind a load balancer. Also read from
+    /// AGENTNOTIFY_RELAY_DATABASE, which keeps a password out of the process list.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "AGENTNOTIFY_RELAY_DATABASE",
+        hide_env_values = true
+    )]
+    pub database: Option<String>,
     /// Serve HTTPS with this certificate chain (PEM, leaf first). Needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -32,6 +42,11 @@ pub struct ServeArgs {
     /// Requests per second each client address may make, sustained (beyond: 429).
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit: u32,
+    /// A load balancer in front of this Relay (repeatable): for connections from it, the
+    /// client address is the last one it appended to X-Forwarded-For, so rate limits stay
+    /// per client rather than per load balancer.
+    #[arg(long, value_name = "IP")]
+    pub trusted_proxy: Vec<IpAddr>,
     /// Requests each client address may make in a burst.
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_burst: u32,
@@ -63,9 +78,11 @@ impl ServeArgs {
         Ok(ServeOptions {
             addr: SocketAddr::new(self.bind, self.port),
             data_dir,
+            database: self.database.clone(),
             tls,
             rate_per_second: self.rate_limit,
             rate_burst: self.rate_burst,
+            trusted_proxies: self.trusted_proxy.clone(),
             vapid_subject: self.vapid_subject.clone(),
             push_allow_http: self.push_allow_http,
         })

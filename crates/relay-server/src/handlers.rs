@@ -1,5 +1,5 @@
 //! The reference Relay's handlers, one per route: check the caller and the body, change the
-//! store under its write lock, flush, reply. None of them judges an answer (the broker does).
+//! store inside one write (one writer at a time, across processes), commit, reply. None of them judges an answer (the broker does).
 
 use agentnotify_http::{json_response, parse_json, query, query_int, read_body, ApiError, ResBody};
 use agentnotify_model::{is_id, Timestamp};
@@ -14,9 +14,10 @@ use serde_json::json;
 
 use std::time::Duration;
 
+use crate::kv::{Tree, Write};
 use crate::live::{Change, HEARTBEAT};
 use crate::store::{
-    decode_cursor, encode_cursor, get, key2, put, sha256_hex, AnswerRecord, InstallationRecord,
+    decode_cursor, encode_cursor, key2, sha256_hex, AnswerRecord, InstallationRecord,
     PairingRecord, RelayServer, StoreFail,
 };
 
@@ -86,19 +87,20 @@ struct InstallationBody {
 pub(crate) async fn register_installation(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let b: InstallationBody = body(req).await?;
     check_len("pairing_token", &b.pairing_token, 16, 200)?;
-    let _w = s.write.lock().await;
+    let mut w = s.write().await?;
     let id = agentnotify_model::new_id();
-    put(
-        &s.installations,
+    w.put_json(
+        Tree::Installations,
         id.as_bytes(),
         &InstallationRecord {
             id: id.clone(),
             pairing_token_sha256: sha256_hex(b.pairing_token.as_bytes()),
             created_at: Timestamp::now(),
         },
-    )?;
-    let token = s.mint_token("installation", &id)?;
-    s.commit().await?;
+    )
+    .await?;
+    let token = w.mint_token("installation", &id).await?;
+    w.commit(s).await?;
     tracing::info!(installation = %id, "installation registered");
     Ok(json_response(
         StatusCode::CREATED,
@@ -118,7 +120,7 @@ const MAX_PAIRING_LIFETIME: std::time::Duration = std::time::Duration::from_secs
 
 /// `POST /v1/pairings`: the installation announces one single-use pairing code.
 pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let inst = s.installation(&req)?;
+    let inst = s.installation(&req).await?;
     let b: PairingBody = body(req).await?;
     check_len("pairing_id", &b.pairing_id, 1, 100)?;
     check_len("pairing_token", &b.pairing_token, 16, 200)?;
@@ -131,18 +133,15 @@ pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) ->
         ));
     }
     let key = sha256_hex(b.pairing_token.as_bytes());
-    let _w = s.write.lock().await;
-    if s.pairings
-        .contains_key(key.as_bytes())
-        .map_err(StoreFail::from)?
-    {
+    let mut w = s.write().await?;
+    if w.get(Tree::Pairings, key.as_bytes()).await?.is_some() {
         return Err(conflict(
             "pairing_exists",
             "this pairing token is already registered",
         ));
     }
-    put(
-        &s.pairings,
+    w.put_json(
+        Tree::Pairings,
         key.as_bytes(),
         &PairingRecord {
             installation_id: inst,
@@ -150,8 +149,9 @@ pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) ->
             expires_at: expires,
             used_by: None,
         },
-    )?;
-    s.commit().await?;
+    )
+    .await?;
+    w.commit(s).await?;
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"pairing_id": b.pairing_id, "expires_at": expires.to_rfc3339()}),
@@ -183,10 +183,12 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
         )
     };
     let key = sha256_hex(b.pairing_token.as_bytes());
-    // Checked and used up under the write lock: two phones racing with one code get one
-    // device.
-    let _w = s.write.lock().await;
-    let mut pairing: PairingRecord = get(&s.pairings, key.as_bytes())?
+    // Checked and used up inside one write: two phones racing with one code get one
+    // device, whichever Relay process each reached.
+    let mut w = s.write().await?;
+    let mut pairing: PairingRecord = w
+        .get_json(Tree::Pairings, key.as_bytes())
+        .await?
         .filter(|p: &PairingRecord| p.installation_id == b.installation_id)
         .ok_or_else(refused)?;
     if pairing.used_by.is_some() {
@@ -212,13 +214,15 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
         last_seen_at: None,
     };
     pairing.used_by = Some(device.device_id.clone());
-    put(&s.pairings, key.as_bytes(), &pairing)?;
-    put(&s.devices, device.device_id.as_bytes(), &device)?;
-    let token = s.mint_token("device", &device.device_id)?;
-    s.commit().await?;
-    s.announce(Change::Devices {
+    w.put_json(Tree::Pairings, key.as_bytes(), &pairing).await?;
+    w.put_json(Tree::Devices, device.device_id.as_bytes(), &device)
+        .await?;
+    let token = w.mint_token("device", &device.device_id).await?;
+    w.announce(Change::Devices {
         installation: device.installation_id.clone(),
-    });
+    })
+    .await?;
+    w.commit(s).await?;
     tracing::info!(device = %device.device_id, installation = %device.installation_id, "device registered");
     Ok(json_response(
         StatusCode::CREATED,
@@ -232,7 +236,7 @@ pub(crate) async fn subscribe_push(
     req: Request<Incoming>,
     allow_http: bool,
 ) -> Handled {
-    let device = s.device(&req)?;
+    let device = s.device(&req).await?;
     #[derive(Deserialize)]
     struct Body {
         endpoint: String,
@@ -244,9 +248,10 @@ pub(crate) async fn subscribe_push(
         keys: b.keys,
     };
     sub.check(allow_http).map_err(ApiError::bad_request)?;
-    let _w = s.write.lock().await;
-    put(&s.push_subscriptions, device.device_id.as_bytes(), &sub)?;
-    s.commit().await?;
+    let mut w = s.write().await?;
+    w.put_json(Tree::PushSubscriptions, device.device_id.as_bytes(), &sub)
+        .await?;
+    w.commit(s).await?;
     tracing::info!(device = %device.device_id, "push subscription stored");
     Ok(json_response(
         StatusCode::CREATED,
@@ -255,10 +260,11 @@ pub(crate) async fn subscribe_push(
 }
 
 /// `GET /v1/devices/push-subscription`: whether this device gets pushes (and where).
-pub(crate) fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let device = s.device(req)?;
-    let sub: Option<crate::push::Subscription> =
-        get(&s.push_subscriptions, device.device_id.as_bytes())?;
+pub(crate) async fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req).await?;
+    let sub: Option<crate::push::Subscription> = s
+        .get(Tree::PushSubscriptions, device.device_id.as_bytes())
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"subscribed": sub.is_some(), "endpoint": sub.map(|s| s.endpoint)}),
@@ -267,14 +273,13 @@ pub(crate) fn push_subscription(s: &RelayServer, req: &Request<Incoming>) -> Han
 
 /// `DELETE /v1/devices/push-subscription`.
 pub(crate) async fn unsubscribe_push(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let device = s.device(req)?;
-    let _w = s.write.lock().await;
-    let removed = s
-        .push_subscriptions
-        .remove(device.device_id.as_bytes())
-        .map_err(StoreFail::from)?
+    let device = s.device(req).await?;
+    let mut w = s.write().await?;
+    let removed = w
+        .remove(Tree::PushSubscriptions, device.device_id.as_bytes())
+        .await?
         .is_some();
-    s.commit().await?;
+    w.commit(s).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "removed": removed }),
@@ -287,19 +292,25 @@ pub(crate) async fn delete_device(
     req: &Request<Incoming>,
     device_id: &str,
 ) -> Handled {
-    let inst = s.installation(req)?;
-    let _w = s.write.lock().await;
-    let ours = get::<DeviceInfo>(&s.devices, device_id.as_bytes())?
+    let inst = s.installation(req).await?;
+    let mut w = s.write().await?;
+    let ours = w
+        .get_json::<DeviceInfo>(Tree::Devices, device_id.as_bytes())
+        .await?
         .is_some_and(|d| d.installation_id == inst);
-    let removed = ours && s.remove_device(device_id)?;
-    s.commit().await?;
+    let removed = ours && w.remove_device(device_id).await?;
     if removed {
-        s.announce(Change::DeviceRemoved {
+        w.announce(Change::DeviceRemoved {
             device: device_id.to_string(),
-        });
-        s.announce(Change::Devices {
+        })
+        .await?;
+        w.announce(Change::Devices {
             installation: inst.clone(),
-        });
+        })
+        .await?;
+    }
+    w.commit(s).await?;
+    if removed {
         tracing::info!(device = %device_id, installation = %inst, "device removed");
     }
     Ok(json_response(
@@ -308,16 +319,10 @@ pub(crate) async fn delete_device(
     ))
 }
 
-pub(crate) fn list_devices(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let inst = s.installation(req)?;
-    let mut devices = Vec::new();
-    for v in s.devices.iter().values() {
-        let d: DeviceInfo =
-            serde_json::from_slice(&v.map_err(StoreFail::from)?).map_err(StoreFail::from)?;
-        if d.installation_id == inst {
-            devices.push(d);
-        }
-    }
+pub(crate) async fn list_devices(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let inst = s.installation(req).await?;
+    let mut devices: Vec<DeviceInfo> = s.values(Tree::Devices, b"").await?;
+    devices.retain(|d| d.installation_id == inst);
     Ok(json_response(
         StatusCode::OK,
         &json!({ "devices": devices }),
@@ -325,7 +330,7 @@ pub(crate) fn list_devices(s: &RelayServer, req: &Request<Incoming>) -> Handled 
 }
 
 pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let inst = s.installation(&req)?;
+    let inst = s.installation(&req).await?;
     let mut e: Envelope = body(req).await?;
     check_len("event_id", &e.event_id, 1, 200)?;
     check_len("key_id", &e.key_id, 1, 64)?;
@@ -343,7 +348,9 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
             MAX_ENVELOPE_LIFETIME.as_secs() / 60
         )));
     }
-    let device: DeviceInfo = get(&s.devices, e.device_id.as_bytes())?
+    let device: DeviceInfo = s
+        .get(Tree::Devices, e.device_id.as_bytes())
+        .await?
         .filter(|d: &DeviceInfo| d.installation_id == inst)
         .ok_or_else(|| {
             forbidden(
@@ -353,15 +360,16 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
         })?;
     e.installation_id = inst;
     e.stored_at = Some(Timestamp::now().to_rfc3339());
-    let _w = s.write.lock().await;
+    let mut w = s.write().await?;
     let key = key2(&device.device_id, e.event_id.as_bytes());
-    let replaced = s.envelopes.contains_key(&key).map_err(StoreFail::from)?;
-    put(&s.envelopes, &key, &e)?;
-    s.commit().await?;
-    s.announce(Change::Envelope {
+    let replaced = w.get(Tree::Envelopes, &key).await?.is_some();
+    w.put_json(Tree::Envelopes, &key, &e).await?;
+    w.announce(Change::Envelope {
         device: device.device_id.clone(),
         envelope: std::sync::Arc::new(e.clone()),
-    });
+    })
+    .await?;
+    w.commit(s).await?;
     let status = if replaced {
         StatusCode::OK
     } else {
@@ -380,7 +388,7 @@ pub(crate) async fn delete_envelope(
     req: &Request<Incoming>,
     event_id: &str,
 ) -> Handled {
-    let inst = s.installation(req)?;
+    let inst = s.installation(req).await?;
     let q = query(req)?;
     let reason = match q.get("reason").map(String::as_str) {
         None => "settled",
@@ -399,39 +407,35 @@ pub(crate) async fn delete_envelope(
             ApiError::bad_request("event_id must be interaction:<32 lowercase hex characters>")
         })?
         .to_string();
-    let _w = s.write.lock().await;
-    let changes = withdraw(s, &inst, &interaction)?;
-    s.withdrawn
-        .insert(
-            key2(&inst, interaction.as_bytes()),
-            format!("{reason} {}", Timestamp::now().to_rfc3339()).as_bytes(),
-        )
-        .map_err(StoreFail::from)?;
-    s.commit().await?;
-    let deleted = changes.len();
-    for c in changes {
-        s.announce(c);
-    }
+    let mut w = s.write().await?;
+    let deleted = withdraw(&mut w, &inst, &interaction).await?;
+    w.put(
+        Tree::Withdrawn,
+        &key2(&inst, interaction.as_bytes()),
+        format!("{reason} {}", Timestamp::now().to_rfc3339()).as_bytes(),
+    )
+    .await?;
+    w.commit(s).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"event_id": event_id, "deleted": deleted}),
     ))
 }
 
-pub(crate) fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
-    let device = s.device(req)?;
-    let out = s.live_envelopes(&device.device_id)?;
+pub(crate) async fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> Handled {
+    let device = s.device(req).await?;
+    let out = s.live_envelopes(&device.device_id).await?;
     Ok(json_response(StatusCode::OK, &json!({ "envelopes": out })))
 }
 
 /// `GET /v1/envelopes/events`: the device's stream (every current envelope, `ready`, then
 /// changes as they happen).
-pub(crate) fn envelope_events(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let device = s.device(&req)?;
+pub(crate) async fn envelope_events(s: &RelayServer, req: Request<Incoming>) -> Handled {
+    let device = s.device(&req).await?;
     drop(req);
     // Subscribed before the snapshot is read: a change in between is sent twice at worst.
     let changes = s.feed.subscribe();
-    let snapshot = s.live_envelopes(&device.device_id)?;
+    let snapshot = s.live_envelopes(&device.device_id).await?;
     let body = crate::live::device_stream(device.device_id, snapshot, changes, HEARTBEAT);
     Ok(Response::builder()
         .status(StatusCode::OK)
@@ -449,7 +453,7 @@ fn wait_param(q: &std::collections::HashMap<String, String>) -> Result<Duration,
 }
 
 pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let device = s.device(&req)?;
+    let device = s.device(&req).await?;
     let raw = read_body(req).await?;
     let value = parse_json(&raw, false)?;
     if !value.is_object() {
@@ -506,10 +510,12 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
     }
     let inst = device.installation_id.clone();
     let body_sha256 = sha256_hex(&raw);
-    let _w = s.write.lock().await;
+    // One write from the first read to the commit: "first answer wins" is decided here,
+    // by the store, whichever process the answers reached.
+    let mut w = s.write().await?;
     let id_key = key2(&inst, a.response_id.as_bytes());
-    if let Some(seq) = s.answer_ids.get(&id_key).map_err(StoreFail::from)? {
-        let rec: Option<AnswerRecord> = get(&s.answers, &key2(&inst, &seq))?;
+    if let Some(seq) = w.get(Tree::AnswerIds, &id_key).await? {
+        let rec: Option<AnswerRecord> = w.get_json(Tree::Answers, &key2(&inst, &seq)).await?;
         let result = rec.as_ref().map(|r| r.result.clone());
         let same = rec.is_some_and(|r| r.body_sha256 == body_sha256);
         let (code, message) = if same {
@@ -529,14 +535,10 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
         }
         return Ok(res);
     }
-    let withdrawn = s
-        .withdrawn
-        .get(key2(&inst, a.interaction_id.as_bytes()))
-        .map_err(StoreFail::from)?;
-    let answered_here = s
-        .answered
-        .contains_key(key2(&inst, a.interaction_id.as_bytes()))
-        .map_err(StoreFail::from)?;
+    let interaction_key = key2(&inst, a.interaction_id.as_bytes());
+    let withdrawn = w.get(Tree::Withdrawn, &interaction_key).await?;
+    let winner = w.get(Tree::Answered, &interaction_key).await?;
+    let answered_here = winner.is_some();
     match withdrawn {
         Some(why) if !answered_here && why.starts_with(b"expired") => {
             return Err(ApiError::new(
@@ -555,26 +557,24 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
     }
     // Checked before the envelope: an answered question's envelope is withdrawn, and
     // "already answered" is the reason the phone should see.
-    if let Some(winner) = s
-        .answered
-        .get(key2(&inst, a.interaction_id.as_bytes()))
-        .map_err(StoreFail::from)?
-    {
-        if winner.as_ref() != a.response_id.as_bytes() {
+    if let Some(winner) = winner {
+        if winner != a.response_id.as_bytes() {
             return Err(conflict(
                 "already_answered",
                 "this question was already answered",
             ));
         }
     }
-    let envelope: Envelope = get(
-        &s.envelopes,
-        &key2(
-            &device.device_id,
-            question_event_id(&a.interaction_id).as_bytes(),
-        ),
-    )?
-    .ok_or_else(|| forbidden("not_a_recipient", "this device was not sent that question"))?;
+    let envelope: Envelope = w
+        .get_json(
+            Tree::Envelopes,
+            &key2(
+                &device.device_id,
+                question_event_id(&a.interaction_id).as_bytes(),
+            ),
+        )
+        .await?
+        .ok_or_else(|| forbidden("not_a_recipient", "this device was not sent that question"))?;
     if Timestamp::parse_rfc3339(&envelope.expires_at).is_none_or(|t| t <= Timestamp::now()) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -582,8 +582,7 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
             "the question has expired; the answer was not forwarded",
         ));
     }
-    // Sequence numbers start at 1: cursor 0 means "from the beginning".
-    let seq = s.db.generate_id().map_err(StoreFail::from)? + 1;
+    let seq = w.next_seq().await?;
     let now = Timestamp::now();
     a.received_at = Some(now.to_rfc3339());
     let rec = AnswerRecord {
@@ -593,20 +592,20 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
         answer: a,
         received: now,
     };
-    put(&s.answers, &key2(&inst, &seq.to_be_bytes()), &rec)?;
-    s.answer_ids
-        .insert(&id_key, &seq.to_be_bytes())
-        .map_err(StoreFail::from)?;
-    s.commit().await?;
-    s.announce(Change::Answer {
+    w.put_json(Tree::Answers, &key2(&inst, &seq.to_be_bytes()), &rec)
+        .await?;
+    w.put(Tree::AnswerIds, &id_key, &seq.to_be_bytes()).await?;
+    w.announce(Change::Answer {
         installation: inst.clone(),
-    });
+    })
+    .await?;
+    w.commit(s).await?;
     tracing::info!(installation = %inst, device = %device.device_id, interaction = %rec.answer.interaction_id, "answer received");
     Ok(json_response(StatusCode::CREATED, &rec.result))
 }
 
 pub(crate) async fn list_answers(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let inst = s.installation(&req)?;
+    let inst = s.installation(&req).await?;
     let q = query(&req)?;
     drop(req);
     match q.get("installation_id") {
@@ -632,7 +631,7 @@ pub(crate) async fn list_answers(s: &RelayServer, req: Request<Incoming>) -> Han
     let limit = query_int(&q, "limit", 1, 500)?.unwrap_or(100) as usize;
     let wait = wait_param(&q)?;
     let mut feed = s.feed.subscribe();
-    let mut batch = answers_after(s, &inst, since, limit)?;
+    let mut batch = answers_after(s, &inst, since, limit).await?;
     if batch.responses.is_empty() && !wait.is_zero() {
         let mut devices_changed = false;
         crate::live::wait_for(&mut feed, wait, |c| match c {
@@ -644,13 +643,13 @@ pub(crate) async fn list_answers(s: &RelayServer, req: Request<Incoming>) -> Han
             _ => false,
         })
         .await;
-        batch = answers_after(s, &inst, since, limit)?;
+        batch = answers_after(s, &inst, since, limit).await?;
         batch.devices_changed = devices_changed;
     }
     Ok(json_response(StatusCode::OK, &batch))
 }
 
-fn answers_after(
+async fn answers_after(
     s: &RelayServer,
     inst: &str,
     since: u64,
@@ -660,14 +659,10 @@ fn answers_after(
     let end = key2(inst, &u64::MAX.to_be_bytes());
     let mut out = Vec::new();
     let mut last = since;
-    for entry in s.answers.range(start..=end) {
-        let (_, v) = entry.map_err(StoreFail::from)?;
+    for (_, v) in s.kv.range(Tree::Answers, &start, &end, limit).await? {
         let rec: AnswerRecord = serde_json::from_slice(&v).map_err(StoreFail::from)?;
         last = rec.seq;
         out.push(rec.answer);
-        if out.len() >= limit {
-            break;
-        }
     }
     Ok(AnswerBatch {
         responses: out,
@@ -682,7 +677,7 @@ struct ResultsBody {
 }
 
 pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Handled {
-    let inst = s.installation(&req)?;
+    let inst = s.installation(&req).await?;
     let b: ResultsBody = body(req).await?;
     if b.results.len() > 500 {
         return Err(ApiError::bad_request(
@@ -697,72 +692,72 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
         }
         check_len("response_id", &r.response_id, 1, 128)?;
     }
-    let _w = s.write.lock().await;
+    // One write: an accepted answer and the withdrawal of its question from every device
+    // become durable together, or not at all.
+    let mut w = s.write().await?;
     let mut updated = 0;
-    let mut changes = Vec::new();
     for r in b.results {
-        let Some(seq) = s
-            .answer_ids
-            .get(key2(&inst, r.response_id.as_bytes()))
-            .map_err(StoreFail::from)?
+        let Some(seq) = w
+            .get(Tree::AnswerIds, &key2(&inst, r.response_id.as_bytes()))
+            .await?
         else {
             continue;
         };
         let key = key2(&inst, &seq);
-        let Some(mut rec) = get::<AnswerRecord>(&s.answers, &key)? else {
+        let Some(mut rec) = w.get_json::<AnswerRecord>(Tree::Answers, &key).await? else {
             continue;
         };
         if r.status == "accepted" {
             let interaction = rec.answer.interaction_id.clone();
-            s.answered
-                .insert(
-                    key2(&inst, interaction.as_bytes()),
-                    r.response_id.as_bytes(),
-                )
-                .map_err(StoreFail::from)?;
-            changes.extend(withdraw(s, &inst, &interaction)?);
+            w.put(
+                Tree::Answered,
+                &key2(&inst, interaction.as_bytes()),
+                r.response_id.as_bytes(),
+            )
+            .await?;
+            withdraw(&mut w, &inst, &interaction).await?;
         }
-        changes.push(Change::Verdict {
+        w.announce(Change::Verdict {
             device: rec.answer.device_id.clone(),
             result: std::sync::Arc::new(r.clone()),
-        });
+        })
+        .await?;
         rec.result = r;
-        put(&s.answers, &key, &rec)?;
+        w.put_json(Tree::Answers, &key, &rec).await?;
         updated += 1;
     }
-    s.commit().await?;
-    for c in changes {
-        s.announce(c);
-    }
+    w.commit(s).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "updated": updated }),
     ))
 }
 
-/// Removes a question from every device of the installation; returns the changes to
-/// announce once that is durable.
-pub(crate) fn withdraw(
-    s: &RelayServer,
+/// Removes a question from every device of the installation, announcing each removal;
+/// returns how many envelopes it removed.
+pub(crate) async fn withdraw(
+    w: &mut Write<'_>,
     inst: &str,
     interaction_id: &str,
-) -> Result<Vec<Change>, StoreFail> {
+) -> Result<usize, StoreFail> {
     let event = question_event_id(interaction_id);
-    let mut out = Vec::new();
-    for v in s.devices.iter().values() {
-        let d: DeviceInfo = serde_json::from_slice(&v?)?;
+    let mut removed = 0;
+    for (_, v) in w.scan(Tree::Devices, b"").await? {
+        let d: DeviceInfo = serde_json::from_slice(&v)?;
         if d.installation_id == inst
-            && s.envelopes
-                .remove(key2(&d.device_id, event.as_bytes()))?
+            && w.remove(Tree::Envelopes, &key2(&d.device_id, event.as_bytes()))
+                .await?
                 .is_some()
         {
-            out.push(Change::Withdrawn {
+            removed += 1;
+            w.announce(Change::Withdrawn {
                 device: d.device_id,
                 event_id: event.clone(),
-            });
+            })
+            .await?;
         }
     }
-    Ok(out)
+    Ok(removed)
 }
 
 pub(crate) async fn answer_status(
@@ -770,11 +765,11 @@ pub(crate) async fn answer_status(
     req: Request<Incoming>,
     response_id: &str,
 ) -> Handled {
-    let device = s.device(&req)?;
+    let device = s.device(&req).await?;
     let wait = wait_param(&query(&req)?)?;
     drop(req);
     let mut feed = s.feed.subscribe();
-    let result = answer_result(s, &device, response_id)?;
+    let result = answer_result(s, &device, response_id).await?;
     if result.status != "pending" || wait.is_zero() {
         return Ok(json_response(StatusCode::OK, &result));
     }
@@ -784,23 +779,25 @@ pub(crate) async fn answer_status(
     .await;
     Ok(json_response(
         StatusCode::OK,
-        &answer_result(s, &device, response_id)?,
+        &answer_result(s, &device, response_id).await?,
     ))
 }
 
-fn answer_result(
+async fn answer_result(
     s: &RelayServer,
     device: &DeviceInfo,
     response_id: &str,
 ) -> Result<AnswerResult, ApiError> {
     let inst = &device.installation_id;
     let not_found = || ApiError::not_found("no answer with that response_id from this device");
-    let seq = s
-        .answer_ids
-        .get(key2(inst, response_id.as_bytes()))
-        .map_err(StoreFail::from)?
+    let seq =
+        s.kv.get(Tree::AnswerIds, &key2(inst, response_id.as_bytes()))
+            .await?
+            .ok_or_else(not_found)?;
+    let rec: AnswerRecord = s
+        .get(Tree::Answers, &key2(inst, &seq))
+        .await?
         .ok_or_else(not_found)?;
-    let rec: AnswerRecord = get(&s.answers, &key2(inst, &seq))?.ok_or_else(not_found)?;
     if rec.answer.device_id != device.device_id {
         return Err(not_found());
     }

@@ -6,7 +6,9 @@
 //! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`.
 //!
 //! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP.
-//! - `store`: the durable state (sled), tokens kept only as hashes.
+//! - `store`: the durable state and its records, tokens kept only as hashes.
+//! - `kv`: the two stores behind one interface (sled, the default; PostgreSQL).
+//! - `pg`: the PostgreSQL store: migrations, transactions, `LISTEN/NOTIFY` across processes.
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
 //! - `handlers`: one function per route.
 //! - `live`: the feed of changes that long-polls and device streams wait on.
@@ -16,7 +18,9 @@
 mod app;
 pub mod cli;
 mod handlers;
+mod kv;
 mod live;
+mod pg;
 mod push;
 mod routes;
 mod store;

@@ -46,6 +46,9 @@ pub(crate) enum Change {
     },
     /// This device was removed.
     DeviceRemoved { device: String },
+    /// Changes may have been missed (the database's notifications were lost for a while):
+    /// long-polls re-read, streams end so their clients reconnect for a snapshot.
+    Resync,
 }
 
 pub(crate) type Feed = broadcast::Sender<Change>;
@@ -61,6 +64,7 @@ pub(crate) async fn wait_for(
     loop {
         match tokio::time::timeout_at(until, rx.recv()).await {
             Err(_) => return false,
+            Ok(Ok(Change::Resync)) => return true,
             Ok(Ok(c)) if pred(&c) => return true,
             Ok(Ok(_)) => {}
             Ok(Err(broadcast::error::RecvError::Lagged(_))) => return true,
@@ -132,6 +136,7 @@ pub(crate) fn device_stream(
                     Ok(Change::DeviceRemoved { device: d }) if d == device => {
                         (frame("revoked", &serde_json::json!({})), true)
                     }
+                    Ok(Change::Resync) => return,
                     Ok(_) => continue,
                     // This task fell behind the feed: end the stream; the client
                     // reconnects and gets a fresh snapshot.

@@ -18,8 +18,9 @@ use sha2::{Digest, Sha256};
 use web_push_native::jwt_simple::algorithms::{ECDSAP256KeyPairLike, ES256KeyPair};
 use web_push_native::{p256, Auth, WebPushBuilder};
 
+use crate::kv::Tree;
 use crate::live::Change;
-use crate::store::{get, RelayServer, StoreFail};
+use crate::store::{RelayServer, StoreFail};
 
 /// The `sub` claim of every VAPID token unless `--vapid-subject` says otherwise.
 pub const DEFAULT_SUBJECT: &str = "mailto:admin@localhost";
@@ -55,6 +56,27 @@ impl Vapid {
             }
             Err(e) => return Err(e),
         };
+        Ok(Vapid {
+            key,
+            subject: subject.to_string(),
+        })
+    }
+
+    /// The key every process of a PostgreSQL-backed Relay shares (a subscription is bound to
+    /// it): made by whichever process starts first, kept in the database's `meta` tree.
+    pub(crate) async fn shared(server: &RelayServer, subject: &str) -> Result<Vapid, StoreFail> {
+        let mut w = server.write().await?;
+        let raw = match w.get(Tree::Meta, b"vapid_key").await? {
+            Some(raw) => raw,
+            None => {
+                let raw = ES256KeyPair::generate().to_bytes();
+                w.put(Tree::Meta, b"vapid_key", &raw).await?;
+                raw
+            }
+        };
+        w.commit(server).await?;
+        let key = ES256KeyPair::from_bytes(&raw)
+            .map_err(|_| StoreFail::Unavailable("the stored VAPID key is not a key".into()))?;
         Ok(Vapid {
             key,
             subject: subject.to_string(),
@@ -144,7 +166,8 @@ pub(crate) async fn run_sender(server: Arc<RelayServer>, vapid: Arc<Vapid>) {
         .timeout(Duration::from_secs(15))
         .build()
         .expect("an HTTP client builds");
-    let mut feed = server.feed.subscribe();
+    // This process's own changes only: with many processes, each change rings once.
+    let mut feed = server.local.subscribe();
     loop {
         let (device, kind, event_id, expires) = match feed.recv().await {
             Ok(Change::Envelope { device, envelope }) => (
@@ -164,13 +187,14 @@ pub(crate) async fn run_sender(server: Arc<RelayServer>, vapid: Arc<Vapid>) {
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
-        let sub: Option<Subscription> = match get(&server.push_subscriptions, device.as_bytes()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "push subscriptions unreadable");
-                continue;
-            }
-        };
+        let sub: Option<Subscription> =
+            match server.get(Tree::PushSubscriptions, device.as_bytes()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "push subscriptions unreadable");
+                    continue;
+                }
+            };
         let Some(sub) = sub else { continue };
         // A withdrawal lives as long as the question could have; a question until it expires.
         let ttl = expires
@@ -289,11 +313,13 @@ async fn drop_subscription(
     device: &str,
     sub: &Subscription,
 ) -> Result<(), StoreFail> {
-    let _w = server.write.lock().await;
-    let current: Option<Subscription> = get(&server.push_subscriptions, device.as_bytes())?;
+    let mut w = server.write().await?;
+    let current: Option<Subscription> = w
+        .get_json(Tree::PushSubscriptions, device.as_bytes())
+        .await?;
     if current.as_ref() == Some(sub) {
-        server.push_subscriptions.remove(device.as_bytes())?;
-        server.commit().await?;
+        w.remove(Tree::PushSubscriptions, device.as_bytes()).await?;
+        w.commit(server).await?;
     }
     Ok(())
 }

@@ -27,13 +27,18 @@ const MAX_CONNECTIONS: usize = 16_384;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub addr: SocketAddr,
+    /// Where the sled store and the VAPID key live (unused with `database`).
     pub data_dir: PathBuf,
+    /// A PostgreSQL URL: keep the state there, shared with other processes (SPEC §14).
+    pub database: Option<String>,
     /// Serve HTTPS with this configuration (`--tls-cert`/`--tls-key`); plain HTTP if absent.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Requests per second each client address may make, sustained.
     pub rate_per_second: u32,
     /// Requests each client address may make in a burst.
     pub rate_burst: u32,
+    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// The `sub` of VAPID tokens (a mailto: or https: contact for push services).
     pub vapid_subject: String,
     /// Accept `http://` push endpoints (a local mock push service in tests).
@@ -49,15 +54,25 @@ pub(crate) struct Context {
 
 /// Runs the Relay until SIGINT/SIGTERM/SIGHUP. `on_ready` gets the URL once it listens.
 pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), RelayServerError> {
-    let server = RelayServer::open(&opts.data_dir)?;
-    let vapid = Arc::new(
-        crate::push::Vapid::load_or_create(&opts.data_dir, &opts.vapid_subject).map_err(|e| {
-            RelayServerError::Vapid {
-                path: opts.data_dir.join("vapid.key"),
-                source: e,
-            }
-        })?,
-    );
+    let (server, vapid) = match &opts.database {
+        None => {
+            let server = RelayServer::open(&opts.data_dir)?;
+            let vapid = crate::push::Vapid::load_or_create(&opts.data_dir, &opts.vapid_subject)
+                .map_err(|e| RelayServerError::Vapid {
+                    path: opts.data_dir.join("vapid.key"),
+                    source: e,
+                })?;
+            (server, vapid)
+        }
+        Some(url) => {
+            let server = RelayServer::open_postgres(url).await?;
+            let vapid = crate::push::Vapid::shared(&server, &opts.vapid_subject)
+                .await
+                .map_err(|e| RelayServerError::Database(e.to_string()))?;
+            (server, vapid)
+        }
+    };
+    let vapid = Arc::new(vapid);
     let pusher = tokio::spawn(crate::push::run_sender(
         Arc::clone(&server),
         Arc::clone(&vapid),
@@ -82,7 +97,7 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         let server = Arc::clone(&server);
         tokio::spawn(async move {
             loop {
-                if let Err(e) = server.prune(Timestamp::now()) {
+                if let Err(e) = server.prune(Timestamp::now()).await {
                     tracing::error!(error = %e, "relay prune failed");
                 }
                 tokio::time::sleep(Duration::from_secs(600)).await;
@@ -94,13 +109,16 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
         opts.rate_per_second,
         opts.rate_burst,
     ));
-    let serving = tokio::spawn(serve(listener, ctx, tls, limiter, stop_rx));
+    let trusted = Arc::new(opts.trusted_proxies);
+    let serving = tokio::spawn(serve(listener, ctx, tls, limiter, trusted, stop_rx));
     wait_for_signal().await;
     let _ = stop_tx.send(true);
     let _ = serving.await;
     pruner.abort();
     pusher.abort();
-    let _ = server.db.flush();
+    if let crate::kv::Kv::Sled(s) = &server.kv {
+        let _ = s.db.flush();
+    }
     Ok(())
 }
 
@@ -122,17 +140,20 @@ pub(crate) async fn serve(
     server: Arc<Context>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limiter: Arc<PerAddressLimiter>,
+    trusted: Arc<Vec<std::net::IpAddr>>,
     shutdown: watch::Receiver<bool>,
 ) {
     accept_loop(listener, MAX_CONNECTIONS, shutdown, move |stream, peer| {
         let server = Arc::clone(&server);
         let limiter = Arc::clone(&limiter);
+        let trusted = Arc::clone(&trusted);
         let tls = tls.clone();
         let handle = move |req: Request<Incoming>| {
             let server = Arc::clone(&server);
             let limiter = Arc::clone(&limiter);
+            let client = client_address(peer.ip(), &trusted, &req);
             async move {
-                let handled = match limiter.take(peer.ip()) {
+                let handled = match limiter.take(client) {
                     Ok(()) => route(&server, req).await,
                     Err(secs) => Err(ApiError::rate_limited(secs)),
                 };
@@ -155,6 +176,26 @@ pub(crate) async fn serve(
         }
     })
     .await
+}
+
+/// Who a request is from: the peer, or, when the peer is a trusted load balancer, the last
+/// address it appended to `X-Forwarded-For` (the ones before it are the client's own word).
+fn client_address(
+    peer: std::net::IpAddr,
+    trusted: &[std::net::IpAddr],
+    req: &Request<Incoming>,
+) -> std::net::IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    req.headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(peer)
 }
 
 pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
@@ -184,7 +225,7 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
         )),
         (Method::POST, ["v1", "installations"]) => handlers::register_installation(s, req).await,
         (Method::POST, ["v1", "devices"]) => handlers::register_device(s, req).await,
-        (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req),
+        (Method::GET, ["v1", "devices"]) => handlers::list_devices(s, &req).await,
         (Method::GET, ["v1", "push", "vapid-public-key"]) => Ok(json_response(
             StatusCode::OK,
             &json!({"public_key": ctx.vapid.public_key()}),
@@ -193,7 +234,7 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
             handlers::subscribe_push(s, req, ctx.push_allow_http).await
         }
         (Method::GET, ["v1", "devices", "push-subscription"]) => {
-            handlers::push_subscription(s, &req)
+            handlers::push_subscription(s, &req).await
         }
         (Method::DELETE, ["v1", "devices", "push-subscription"]) => {
             handlers::unsubscribe_push(s, &req).await
@@ -201,8 +242,8 @@ pub(crate) async fn route(ctx: &Context, req: Request<Incoming>) -> Handled {
         (Method::DELETE, ["v1", "devices", id]) => handlers::delete_device(s, &req, id).await,
         (Method::POST, ["v1", "pairings"]) => handlers::register_pairing(s, req).await,
         (Method::POST, ["v1", "envelopes"]) => handlers::put_envelope(s, req).await,
-        (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req),
-        (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req),
+        (Method::GET, ["v1", "envelopes"]) => handlers::list_envelopes(s, &req).await,
+        (Method::GET, ["v1", "envelopes", "events"]) => handlers::envelope_events(s, req).await,
         (Method::DELETE, ["v1", "envelopes", id]) => handlers::delete_envelope(s, &req, id).await,
         (Method::POST, ["v1", "interaction-responses"]) => handlers::post_answer(s, req).await,
         (Method::GET, ["v1", "interaction-responses"]) => handlers::list_answers(s, req).await,

@@ -1,5 +1,5 @@
-//! The reference Relay's durable state: one sled database with a tree per record kind.
-//! Tokens are stored only as SHA-256 hashes; every change is flushed by [`RelayServer::commit`]
+//! The reference Relay's durable state: its records, on either store of [`crate::kv`].
+//! Tokens are stored only as SHA-256 hashes; every change is committed (flushed, with sled)
 //! before the reply that reports it.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use hyper::{header, Request, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::handlers::forbidden;
+use crate::kv::{Kv, Tree, Write};
 
 /// Expired envelopes are kept this long, so a late answer is told "expired", not "unknown".
 pub(crate) const EXPIRED_GRACE: Duration = Duration::from_secs(3600);
@@ -37,6 +38,10 @@ pub enum RelayServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The PostgreSQL store could not be reached, migrated or listened to (the reason; never
+    /// the URL, which may hold a password).
+    #[error("{0}")]
+    Database(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -51,10 +56,26 @@ pub(crate) enum StoreFail {
     Sled(#[from] sled::Error),
     #[error("a stored relay record could not be decoded: {0}")]
     Decode(#[from] serde_json::Error),
+    /// The database is down, restarting or out of connections: worth a retry.
+    #[error("the relay database is unavailable: {0}")]
+    Unavailable(String),
 }
+
+/// Seconds a client is told to wait when the database is unavailable.
+const UNAVAILABLE_RETRY_AFTER: u64 = 1;
 
 impl From<StoreFail> for ApiError {
     fn from(e: StoreFail) -> ApiError {
+        if let StoreFail::Unavailable(_) = e {
+            tracing::warn!(error = %e, "relay database unavailable");
+            let mut err = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the relay's database is unavailable for a moment; nothing was changed, retry",
+            );
+            err.retry_after = Some(UNAVAILABLE_RETRY_AFTER);
+            return err;
+        }
         tracing::error!(error = %e, "relay storage failure");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -64,34 +85,15 @@ impl From<StoreFail> for ApiError {
     }
 }
 
-/// The Relay's durable state.
+/// The Relay's durable state, and the feeds that tell waiters of its changes.
 pub struct RelayServer {
-    pub(crate) db: sled::Db,
-    /// sha256(token) → [`Principal`]; tokens themselves are never stored.
-    pub(crate) tokens: sled::Tree,
-    pub(crate) installations: sled::Tree,
-    pub(crate) devices: sled::Tree,
-    /// device id → sha256(its token), so removing a device removes its token.
-    pub(crate) device_tokens: sled::Tree,
-    /// sha256(pairing token) → [`PairingRecord`]: single-use, short-lived codes.
-    pub(crate) pairings: sled::Tree,
-    /// device id → its Web Push subscription (`push::Subscription`).
-    pub(crate) push_subscriptions: sled::Tree,
-    /// device ‖ 0 ‖ event id → [`Envelope`].
-    pub(crate) envelopes: sled::Tree,
-    /// installation ‖ 0 ‖ seq (big endian) → [`AnswerRecord`].
-    pub(crate) answers: sled::Tree,
-    /// installation ‖ 0 ‖ response id → seq.
-    pub(crate) answer_ids: sled::Tree,
-    /// installation ‖ 0 ‖ interaction id → accepted response id.
-    pub(crate) answered: sled::Tree,
-    /// installation ‖ 0 ‖ interaction id → when the desktop withdrew it (RFC 3339).
-    pub(crate) withdrawn: sled::Tree,
-    /// Serialises read-check-write sequences; a reference server needs no more.
-    pub(crate) write: tokio::sync::Mutex<()>,
-    /// Changes, for long-polls and device streams (in memory: a restart ends every wait,
-    /// and clients re-read on reconnect).
+    /// sled (one process) or PostgreSQL (any number of processes).
+    pub(crate) kv: Kv,
+    /// Every change, of every process, for long-polls and device streams (in memory: a
+    /// restart ends every wait, and clients re-read on reconnect).
     pub(crate) feed: crate::live::Feed,
+    /// Only the changes this process made (the push sender's feed).
+    pub(crate) local: crate::live::Feed,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,19 +138,17 @@ pub(crate) fn key2(a: &str, b: &[u8]) -> Vec<u8> {
 
 pub(crate) use agentnotify_model::digest::hex_sha256 as sha256_hex;
 
-pub(crate) fn get<T: serde::de::DeserializeOwned>(
-    tree: &sled::Tree,
-    key: &[u8],
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    v: Option<Vec<u8>>,
 ) -> Result<Option<T>, StoreFail> {
-    Ok(match tree.get(key)? {
+    Ok(match v {
         Some(v) => Some(serde_json::from_slice(&v)?),
         None => None,
     })
 }
 
-pub(crate) fn put<T: Serialize>(tree: &sled::Tree, key: &[u8], value: &T) -> Result<(), StoreFail> {
-    tree.insert(key, serde_json::to_vec(value)?)?;
-    Ok(())
+pub(crate) fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreFail> {
+    Ok(serde_json::to_vec(value)?)
 }
 
 pub(crate) fn encode_cursor(seq: u64) -> String {
@@ -164,7 +164,15 @@ pub(crate) fn decode_cursor(s: &str) -> Option<u64> {
         .ok()
 }
 
+fn feeds() -> (crate::live::Feed, crate::live::Feed) {
+    (
+        tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
+        tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
+    )
+}
+
 impl RelayServer {
+    /// The sled store in `dir` (made 0700).
     pub fn open(dir: &Path) -> Result<Arc<RelayServer>, RelayServerError> {
         let fail = |source| RelayServerError::Open {
             path: dir.to_path_buf(),
@@ -179,61 +187,77 @@ impl RelayServer {
         let db = sled::Config::new()
             .path(dir.join("relay.sled"))
             .cache_capacity(8 * 1024 * 1024)
-            // Every acknowledged change is flushed by `commit`; sled's own flusher would
+            // Every acknowledged change is flushed by its commit; sled's own flusher would
             // only wake an idle Relay to fsync nothing.
             .flush_every_ms(None)
             .open()
             .map_err(fail)?;
-        let tree = |name: &str| db.open_tree(name).map_err(fail);
+        let (feed, local) = feeds();
         Ok(Arc::new(RelayServer {
-            tokens: tree("tokens")?,
-            installations: tree("installations")?,
-            devices: tree("devices")?,
-            device_tokens: tree("device_tokens")?,
-            pairings: tree("pairings")?,
-            push_subscriptions: tree("push_subscriptions")?,
-            envelopes: tree("envelopes")?,
-            answers: tree("answers")?,
-            answer_ids: tree("answer_ids")?,
-            answered: tree("answered")?,
-            withdrawn: tree("withdrawn")?,
-            db,
-            write: tokio::sync::Mutex::new(()),
-            feed: tokio::sync::broadcast::channel(crate::live::FEED_CAPACITY).0,
+            kv: Kv::Sled(crate::kv::Sled::open(db).map_err(fail)?),
+            feed,
+            local,
         }))
     }
 
-    /// Tells every waiter of a change (after it is durable).
-    pub(crate) fn announce(&self, change: crate::live::Change) {
-        let _ = self.feed.send(change);
+    /// The PostgreSQL store at `url`, migrated, with its change listener running.
+    pub async fn open_postgres(url: &str) -> Result<Arc<RelayServer>, RelayServerError> {
+        let pg = crate::pg::Pg::connect(url)
+            .await
+            .map_err(RelayServerError::Database)?;
+        let config = pg.listen_config();
+        let (feed, local) = feeds();
+        let server = Arc::new(RelayServer {
+            kv: Kv::Pg(pg),
+            feed,
+            local,
+        });
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(crate::pg::listen(Arc::clone(&server), config, ready_tx));
+        ready_rx
+            .await
+            .unwrap_or_else(|_| Err("the change listener stopped".into()))
+            .map_err(RelayServerError::Database)?;
+        Ok(server)
     }
 
-    /// The device's envelopes that have not expired.
-    pub(crate) fn live_envelopes(&self, device_id: &str) -> Result<Vec<Envelope>, StoreFail> {
-        let now = Timestamp::now();
+    /// Reads one record.
+    pub(crate) async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        t: Tree,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreFail> {
+        decode(self.kv.get(t, key).await?)
+    }
+
+    /// Every record of a tree whose key starts with `prefix`.
+    pub(crate) async fn values<T: serde::de::DeserializeOwned>(
+        &self,
+        t: Tree,
+        prefix: &[u8],
+    ) -> Result<Vec<T>, StoreFail> {
         let mut out = Vec::new();
-        for entry in self.envelopes.scan_prefix(key2(device_id, b"")) {
-            let (_, v) = entry?;
-            let e: Envelope = serde_json::from_slice(&v)?;
-            if Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now) {
-                out.push(e);
-            }
+        for (_, v) in self.kv.scan(t, prefix).await? {
+            out.push(serde_json::from_slice(&v)?);
         }
         Ok(out)
     }
 
-    /// Flushes every change so far to disk; a reply that reports a change waits for it.
-    /// On tokio's blocking pool, as the broker's store does, rather than sled's
-    /// `flush_async`, whose own thread pool adds a hop per write.
-    pub(crate) async fn commit(&self) -> Result<(), StoreFail> {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.flush())
-            .await
-            .map_err(|e| StoreFail::Sled(sled::Error::ReportableBug(e.to_string())))??;
-        Ok(())
+    pub(crate) async fn write(&self) -> Result<Write<'_>, StoreFail> {
+        self.kv.write().await
     }
 
-    pub(crate) fn principal(&self, req: &Request<Incoming>) -> Result<Principal, ApiError> {
+    /// The device's envelopes that have not expired.
+    pub(crate) async fn live_envelopes(&self, device_id: &str) -> Result<Vec<Envelope>, StoreFail> {
+        let now = Timestamp::now();
+        let all: Vec<Envelope> = self.values(Tree::Envelopes, &key2(device_id, b"")).await?;
+        Ok(all
+            .into_iter()
+            .filter(|e| Timestamp::parse_rfc3339(&e.expires_at).is_some_and(|t| t > now))
+            .collect())
+    }
+
+    pub(crate) async fn principal(&self, req: &Request<Incoming>) -> Result<Principal, ApiError> {
         let unauthorized = || {
             ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -249,12 +273,13 @@ impl RelayServer {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(unauthorized)?;
-        get::<Principal>(&self.tokens, sha256_hex(token.as_bytes()).as_bytes())?
+        self.get::<Principal>(Tree::Tokens, sha256_hex(token.as_bytes()).as_bytes())
+            .await?
             .ok_or_else(unauthorized)
     }
 
-    pub(crate) fn installation(&self, req: &Request<Incoming>) -> Result<String, ApiError> {
-        let p = self.principal(req)?;
+    pub(crate) async fn installation(&self, req: &Request<Incoming>) -> Result<String, ApiError> {
+        let p = self.principal(req).await?;
         if p.kind != "installation" {
             return Err(forbidden(
                 "wrong_token_kind",
@@ -264,28 +289,31 @@ impl RelayServer {
         Ok(p.id)
     }
 
-    pub(crate) fn device(&self, req: &Request<Incoming>) -> Result<DeviceInfo, ApiError> {
-        let p = self.principal(req)?;
+    pub(crate) async fn device(&self, req: &Request<Incoming>) -> Result<DeviceInfo, ApiError> {
+        let p = self.principal(req).await?;
         if p.kind != "device" {
             return Err(forbidden(
                 "wrong_token_kind",
                 "this route takes a device token, not an installation token",
             ));
         }
-        let device = get::<DeviceInfo>(&self.devices, p.id.as_bytes())?.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "unknown device: it was removed; pair it again",
-            )
-        })?;
-        self.touch(&device)?;
+        let device = self
+            .get::<DeviceInfo>(Tree::Devices, p.id.as_bytes())
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "unknown device: it was removed; pair it again",
+                )
+            })?;
+        self.touch(&device).await?;
         Ok(device)
     }
 
-    /// Records when a device was last seen, to the minute. Not flushed on its own (it rides
-    /// along the next commit), and never re-creates a device removed meanwhile.
-    fn touch(&self, device: &DeviceInfo) -> Result<(), StoreFail> {
+    /// Records when a device was last seen, to the minute. Not flushed on its own (with
+    /// sled it rides along the next commit), and never re-creates a device removed meanwhile.
+    async fn touch(&self, device: &DeviceInfo) -> Result<(), StoreFail> {
         let now = Timestamp::now();
         let fresh = device
             .last_seen_at
@@ -295,91 +323,116 @@ impl RelayServer {
         if fresh {
             return Ok(());
         }
-        let seen = now.to_rfc3339();
-        self.devices
-            .fetch_and_update(device.device_id.as_bytes(), |old| {
-                let mut d: DeviceInfo = serde_json::from_slice(old?).ok()?;
-                d.last_seen_at = Some(seen.clone());
-                serde_json::to_vec(&d).ok()
-            })?;
-        Ok(())
-    }
-
-    pub(crate) fn mint_token(&self, kind: &str, id: &str) -> Result<String, StoreFail> {
-        let token = random_b64url(32);
-        let hash = sha256_hex(token.as_bytes());
-        put(
-            &self.tokens,
-            hash.as_bytes(),
-            &Principal {
-                kind: kind.into(),
-                id: id.into(),
-            },
-        )?;
-        if kind == "device" {
-            self.device_tokens.insert(id.as_bytes(), hash.as_bytes())?;
-        }
-        Ok(token)
-    }
-
-    /// Removes a device with its token and envelopes. Returns whether it existed.
-    pub(crate) fn remove_device(&self, device_id: &str) -> Result<bool, StoreFail> {
-        let existed = self.devices.remove(device_id.as_bytes())?.is_some();
-        self.push_subscriptions.remove(device_id.as_bytes())?;
-        if let Some(hash) = self.device_tokens.remove(device_id.as_bytes())? {
-            self.tokens.remove(hash)?;
-        }
-        for key in self.envelopes.scan_prefix(key2(device_id, b"")).keys() {
-            self.envelopes.remove(key?)?;
-        }
-        Ok(existed)
+        let mut d = device.clone();
+        d.last_seen_at = Some(now.to_rfc3339());
+        self.kv
+            .replace_existing(Tree::Devices, d.device_id.as_bytes(), &json(&d)?)
+            .await
     }
 
     /// Drops envelopes well past expiry, answers past retention, and pairings a day past
     /// their expiry (kept that long so a late try hears "expired", not "unknown").
-    pub fn prune(&self, now: Timestamp) -> Result<(), sled::Error> {
-        for entry in self.pairings.iter() {
-            let (k, v) = entry?;
+    pub(crate) async fn prune(&self, now: Timestamp) -> Result<(), StoreFail> {
+        let mut w = self.write().await?;
+        for (k, v) in w.scan(Tree::Pairings, b"").await? {
             let stale = serde_json::from_slice::<PairingRecord>(&v).map_or(true, |p| {
                 p.expires_at.plus(Duration::from_secs(86_400)) < now
             });
             if stale {
-                self.pairings.remove(k)?;
+                w.remove(Tree::Pairings, &k).await?;
             }
         }
-        for entry in self.envelopes.iter() {
-            let (k, v) = entry?;
+        for (k, v) in w.scan(Tree::Envelopes, b"").await? {
             let expired = serde_json::from_slice::<Envelope>(&v)
                 .ok()
                 .and_then(|e| Timestamp::parse_rfc3339(&e.expires_at))
                 .is_none_or(|t| t.plus(EXPIRED_GRACE) < now);
             if expired {
-                self.envelopes.remove(k)?;
+                w.remove(Tree::Envelopes, &k).await?;
             }
         }
-        for entry in self.withdrawn.iter() {
-            let (k, v) = entry?;
+        for (k, v) in w.scan(Tree::Withdrawn, b"").await? {
             let old = std::str::from_utf8(&v)
                 .ok()
                 .and_then(|v| v.rsplit(' ').next())
                 .and_then(Timestamp::parse_rfc3339)
                 .is_none_or(|t| t.plus(ANSWER_RETENTION) < now);
             if old {
-                self.withdrawn.remove(k)?;
+                w.remove(Tree::Withdrawn, &k).await?;
             }
         }
-        for entry in self.answers.iter() {
-            let (k, v) = entry?;
+        for (k, v) in w.scan(Tree::Answers, b"").await? {
             if let Ok(rec) = serde_json::from_slice::<AnswerRecord>(&v) {
                 if rec.received.plus(ANSWER_RETENTION) < now {
-                    self.answers.remove(k)?;
+                    w.remove(Tree::Answers, &k).await?;
                     let inst = &rec.answer.installation_id;
-                    self.answer_ids
-                        .remove(key2(inst, rec.answer.response_id.as_bytes()))?;
+                    w.remove(
+                        Tree::AnswerIds,
+                        &key2(inst, rec.answer.response_id.as_bytes()),
+                    )
+                    .await?;
                 }
             }
         }
-        Ok(())
+        w.commit(self).await
+    }
+}
+
+impl Write<'_> {
+    pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreFail> {
+        decode(self.get(t, key).await?)
+    }
+
+    pub(crate) async fn put_json<T: Serialize>(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+        value: &T,
+    ) -> Result<(), StoreFail> {
+        self.put(t, key, &json(value)?).await
+    }
+
+    pub(crate) async fn mint_token(&mut self, kind: &str, id: &str) -> Result<String, StoreFail> {
+        let token = random_b64url(32);
+        let hash = sha256_hex(token.as_bytes());
+        self.put_json(
+            Tree::Tokens,
+            hash.as_bytes(),
+            &Principal {
+                kind: kind.into(),
+                id: id.into(),
+            },
+        )
+        .await?;
+        if kind == "device" {
+            self.put(Tree::DeviceTokens, id.as_bytes(), hash.as_bytes())
+                .await?;
+        }
+        Ok(token)
+    }
+
+    /// Removes a device with its token and envelopes. Returns whether it existed.
+    pub(crate) async fn remove_device(&mut self, device_id: &str) -> Result<bool, StoreFail> {
+        let existed = self
+            .remove(Tree::Devices, device_id.as_bytes())
+            .await?
+            .is_some();
+        self.remove(Tree::PushSubscriptions, device_id.as_bytes())
+            .await?;
+        if let Some(hash) = self
+            .remove(Tree::DeviceTokens, device_id.as_bytes())
+            .await?
+        {
+            self.remove(Tree::Tokens, &hash).await?;
+        }
+        for (key, _) in self.scan(Tree::Envelopes, &key2(device_id, b"")).await? {
+            self.remove(Tree::Envelopes, &key).await?;
+        }
+        Ok(existed)
     }
 }
 

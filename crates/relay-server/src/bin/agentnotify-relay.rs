@@ -24,9 +24,14 @@ fn main() {
             std::process::exit(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let Some(data) = cli.serve.data.clone() else {
-        eprintln!("error: --data DIR is required: the folder for the Relay's database");
-        std::process::exit(2);
+    // With --database the state lives in PostgreSQL and no folder is needed.
+    let data = match (cli.serve.data.clone(), &cli.serve.database) {
+        (Some(data), _) => data,
+        (None, Some(_)) => std::path::PathBuf::new(),
+        (None, None) => {
+            eprintln!("error: --data DIR (or --database URL) is required: where the Relay keeps its state");
+            std::process::exit(2);
+        }
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

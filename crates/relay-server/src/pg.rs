@@ -1,0 +1,485 @@
+//! The PostgreSQL store (`relay serve --database postgres://…`, SPEC §14): the trees of
+//! [`crate::kv`] as rows of one table, a pool of connections, embedded migrations, and the
+//! `LISTEN/NOTIFY` feed that wakes long-polls and streams in every process.
+//!
+//! tokio-postgres with deadpool: plain runtime queries (no database needed to build), the
+//! asynchronous notifications `LISTEN` needs, and far fewer dependencies than sqlx.
+//!
+//! Every write takes one transaction-scoped advisory lock first, so writers in all processes
+//! run one after another, exactly as the sled store's write lock does in one process: "first
+//! answer wins" and "an accepted answer withdraws the question" are decided by the database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentnotify_relay_proto::wire::AnswerResult;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use serde::{Deserialize, Serialize};
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::kv::{prefix_end, Pairs, Tree};
+use crate::live::Change;
+use crate::store::{key2, StoreFail};
+
+/// The channel every process listens on.
+const CHANNEL: &str = "agentnotify_relay";
+/// Advisory lock keys: one for writes, one for migrations (arbitrary, fixed).
+const WRITE_LOCK: i64 = 0x6167_6e74_7772;
+const MIGRATE_LOCK: i64 = 0x6167_6e74_6d67;
+/// Connections per process.
+const POOL_SIZE: usize = 16;
+/// How long a request waits for a connection (or to make one) before it hears 503.
+const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// The schema, one step per version. Applied in order at start, each in its own
+/// transaction, under an advisory lock: running twice, or two processes at once, is safe.
+const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE relay_kv (
+         tree  text  NOT NULL,
+         key   bytea NOT NULL,
+         value bytea NOT NULL,
+         PRIMARY KEY (tree, key)
+     );
+     CREATE SEQUENCE relay_answer_seq AS bigint START 1;",
+)];
+
+/// The connection pool and what is needed to open the listener's own connection.
+pub(crate) struct Pg {
+    pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+/// Store errors of PostgreSQL: the database is down, restarting or overloaded.
+fn unavailable(e: impl std::fmt::Display) -> StoreFail {
+    StoreFail::Unavailable(e.to_string())
+}
+
+impl Pg {
+    /// Connects and migrates. The URL is never logged (it may hold a password).
+    pub(crate) async fn connect(url: &str) -> Result<Pg, String> {
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| format!("--database is not a PostgreSQL URL: {e}"))?;
+        config.connect_timeout(POOL_WAIT);
+        config.application_name("agentnotify-relay");
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .recycle_timeout(Some(POOL_WAIT))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| format!("cannot set up the database pool: {e}"))?;
+        let pg = Pg { pool, config };
+        let client = pg
+            .client()
+            .await
+            .map_err(|e| format!("cannot reach the database: {e}"))?;
+        let applied = migrate(&client)
+            .await
+            .map_err(|e| format!("cannot migrate the database: {e}"))?;
+        tracing::info!(applied, "relay database schema up to date");
+        Ok(pg)
+    }
+
+    pub(crate) async fn client(&self) -> Result<Object, StoreFail> {
+        self.pool.get().await.map_err(unavailable)
+    }
+
+    pub(crate) async fn range(
+        &self,
+        t: Tree,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Pairs, StoreFail> {
+        let c = self.client().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 AND key <= $3 \
+                 ORDER BY key LIMIT $4",
+            )
+            .await
+            .map_err(unavailable)?;
+        let rows = c
+            .query(&st, &[&t.name(), &start, &end, &(limit as i64)])
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    pub(crate) async fn replace_existing(
+        &self,
+        t: Tree,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreFail> {
+        let c = self.client().await?;
+        c.execute(
+            "UPDATE relay_kv SET value = $3 WHERE tree = $1 AND key = $2",
+            &[&t.name(), &key, &value],
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(())
+    }
+
+    pub(crate) async fn write(&self) -> Result<PgWrite, StoreFail> {
+        let c = self.client().await?;
+        let mut w = PgWrite {
+            client: None,
+            changes: Vec::new(),
+        };
+        c.batch_execute("BEGIN").await.map_err(unavailable)?;
+        w.client = Some(c);
+        let c = w.c();
+        c.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
+            .await
+            .map_err(unavailable)?;
+        Ok(w)
+    }
+}
+
+pub(crate) async fn select(c: &Object, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>, StoreFail> {
+    let st = c
+        .prepare_cached("SELECT value FROM relay_kv WHERE tree = $1 AND key = $2")
+        .await
+        .map_err(unavailable)?;
+    let row = c
+        .query_opt(&st, &[&t.name(), &key])
+        .await
+        .map_err(unavailable)?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// Every pair whose key starts with `prefix`, in key order (bytea compares as bytes).
+pub(crate) async fn select_prefix(c: &Object, t: Tree, prefix: &[u8]) -> Result<Pairs, StoreFail> {
+    let st = c
+        .prepare_cached(
+            "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 \
+             AND ($3::bytea IS NULL OR key < $3) ORDER BY key",
+        )
+        .await
+        .map_err(unavailable)?;
+    let rows = c
+        .query(&st, &[&t.name(), &prefix, &prefix_end(prefix)])
+        .await
+        .map_err(unavailable)?;
+    Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Applies the migrations this database lacks; returns how many it applied. Refuses a
+/// schema newer than this build knows.
+async fn migrate(c: &Object) -> Result<usize, tokio_postgres::Error> {
+    c.execute("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])
+        .await?;
+    let result = async {
+        c.batch_execute(
+            "CREATE TABLE IF NOT EXISTS relay_schema (
+                 version    integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await?;
+        let current: i32 = c
+            .query_one("SELECT coalesce(max(version), 0) FROM relay_schema", &[])
+            .await?
+            .get(0);
+        let mut applied = 0;
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+            c.batch_execute("BEGIN").await?;
+            let step = async {
+                c.batch_execute(sql).await?;
+                c.execute("INSERT INTO relay_schema (version) VALUES ($1)", &[version])
+                    .await?;
+                c.batch_execute("COMMIT").await
+            }
+            .await;
+            if step.is_err() {
+                let _ = c.batch_execute("ROLLBACK").await;
+            }
+            step?;
+            applied += 1;
+        }
+        Ok(applied)
+    }
+    .await;
+    let _ = c
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK])
+        .await;
+    let newest = MIGRATIONS.last().map_or(0, |m| m.0);
+    if let Ok(row) = c
+        .query_one("SELECT coalesce(max(version), 0) FROM relay_schema", &[])
+        .await
+    {
+        let found: i32 = row.get(0);
+        if found > newest {
+            tracing::warn!(
+                found,
+                newest,
+                "the database schema is newer than this relay; upgrade the relay"
+            );
+        }
+    }
+    result
+}
+
+/// One transaction holding the write lock. Dropped without [`PgWrite::commit`] (an error,
+/// a client gone), it is rolled back before its connection is used again.
+pub(crate) struct PgWrite {
+    client: Option<Object>,
+    changes: Vec<Change>,
+}
+
+impl PgWrite {
+    fn c(&self) -> &Object {
+        self.client
+            .as_ref()
+            .expect("a write holds its connection until it ends")
+    }
+
+    pub(crate) async fn get(&mut self, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>, StoreFail> {
+        select(self.c(), t, key).await
+    }
+
+    pub(crate) async fn scan(&mut self, t: Tree, prefix: &[u8]) -> Result<Pairs, StoreFail> {
+        select_prefix(self.c(), t, prefix).await
+    }
+
+    pub(crate) async fn put(&mut self, t: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreFail> {
+        let c = self.c();
+        let st = c
+            .prepare_cached(
+                "INSERT INTO relay_kv (tree, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (tree, key) DO UPDATE SET value = EXCLUDED.value",
+            )
+            .await
+            .map_err(unavailable)?;
+        c.execute(&st, &[&t.name(), &key, &value])
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    pub(crate) async fn remove(
+        &mut self,
+        t: Tree,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreFail> {
+        let c = self.c();
+        let st = c
+            .prepare_cached("DELETE FROM relay_kv WHERE tree = $1 AND key = $2 RETURNING value")
+            .await
+            .map_err(unavailable)?;
+        let row = c
+            .query_opt(&st, &[&t.name(), &key])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    pub(crate) async fn next_seq(&mut self) -> Result<u64, StoreFail> {
+        let row = self
+            .c()
+            .query_one("SELECT nextval('relay_answer_seq')", &[])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    /// `NOTIFY` inside the transaction: PostgreSQL delivers it to every listener at commit,
+    /// and never if the transaction rolls back.
+    pub(crate) async fn announce(&mut self, change: Change) -> Result<(), StoreFail> {
+        if let Some(note) = Note::of(&change) {
+            let payload = serde_json::to_string(&note)?;
+            self.c()
+                .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+                .await
+                .map_err(unavailable)?;
+        }
+        self.changes.push(change);
+        Ok(())
+    }
+
+    pub(crate) async fn commit(mut self) -> Result<Vec<Change>, StoreFail> {
+        let c = self.client.take().expect("a write commits once");
+        c.batch_execute("COMMIT").await.map_err(unavailable)?;
+        Ok(std::mem::take(&mut self.changes))
+    }
+}
+
+impl Drop for PgWrite {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                });
+            }
+        }
+    }
+}
+
+/// A change as it travels through `NOTIFY` (at most 8000 bytes): an envelope goes by its
+/// key, and each listening process reads it from the database.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum Note {
+    Answer {
+        installation: String,
+    },
+    Devices {
+        installation: String,
+    },
+    Envelope {
+        device: String,
+        event_id: String,
+    },
+    Withdrawn {
+        device: String,
+        event_id: String,
+    },
+    Verdict {
+        device: String,
+        result: AnswerResult,
+    },
+    DeviceRemoved {
+        device: String,
+    },
+}
+
+impl Note {
+    fn of(c: &Change) -> Option<Note> {
+        Some(match c {
+            Change::Answer { installation } => Note::Answer {
+                installation: installation.clone(),
+            },
+            Change::Devices { installation } => Note::Devices {
+                installation: installation.clone(),
+            },
+            Change::Envelope { device, envelope } => Note::Envelope {
+                device: device.clone(),
+                event_id: envelope.event_id.clone(),
+            },
+            Change::Withdrawn { device, event_id } => Note::Withdrawn {
+                device: device.clone(),
+                event_id: event_id.clone(),
+            },
+            Change::Verdict { device, result } => Note::Verdict {
+                device: device.clone(),
+                result: (**result).clone(),
+            },
+            Change::DeviceRemoved { device } => Note::DeviceRemoved {
+                device: device.clone(),
+            },
+            Change::Resync => return None,
+        })
+    }
+
+    async fn into_change(self, server: &crate::RelayServer) -> Option<Change> {
+        Some(match self {
+            Note::Answer { installation } => Change::Answer { installation },
+            Note::Devices { installation } => Change::Devices { installation },
+            Note::Envelope { device, event_id } => {
+                let key = key2(&device, event_id.as_bytes());
+                // Gone already (withdrawn meanwhile): the withdrawal follows.
+                let raw = server.kv.get(Tree::Envelopes, &key).await.ok()??;
+                let envelope = serde_json::from_slice(&raw).ok()?;
+                Change::Envelope {
+                    device,
+                    envelope: Arc::new(envelope),
+                }
+            }
+            Note::Withdrawn { device, event_id } => Change::Withdrawn { device, event_id },
+            Note::Verdict { device, result } => Change::Verdict {
+                device,
+                result: Arc::new(result),
+            },
+            Note::DeviceRemoved { device } => Change::DeviceRemoved { device },
+        })
+    }
+}
+
+/// Listens for every process's changes and feeds them to this process's waiters. `ready`
+/// hears once the first `LISTEN` is in place (or why it failed). After a lost connection
+/// it reconnects and sends [`Change::Resync`]: waiters re-read and streams restart with a
+/// snapshot, since changes made meanwhile were not heard.
+pub(crate) async fn listen(
+    server: Arc<crate::RelayServer>,
+    config: tokio_postgres::Config,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+) {
+    let mut ready = Some(ready);
+    loop {
+        match listen_once(&server, &config, &mut ready).await {
+            Ok(()) => tracing::warn!("relay database notifications ended; reconnecting"),
+            Err(e) => {
+                if let Some(r) = ready.take() {
+                    let _ = r.send(Err(format!("cannot listen for changes: {e}")));
+                    return;
+                }
+                tracing::warn!(error = %e, "relay database notifications lost; reconnecting");
+            }
+        }
+        let _ = server.feed.send(Change::Resync);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn listen_once(
+    server: &Arc<crate::RelayServer>,
+    config: &tokio_postgres::Config,
+    ready: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        use futures_util::StreamExt;
+        while let Some(Ok(m)) = messages.next().await {
+            if let AsyncMessage::Notification(n) = m {
+                if tx.send(n.payload().to_string()).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let listening = client.batch_execute(&format!("LISTEN {CHANNEL}")).await;
+    if let Err(e) = listening {
+        driver.abort();
+        return Err(e);
+    }
+    match ready.take() {
+        Some(r) => {
+            let _ = r.send(Ok(()));
+        }
+        // Reconnected: what was missed meanwhile is re-read.
+        None => {
+            let _ = server.feed.send(Change::Resync);
+        }
+    }
+    while let Some(payload) = rx.recv().await {
+        let Ok(note) = serde_json::from_str::<Note>(&payload) else {
+            continue;
+        };
+        if let Some(change) = note.into_change(server).await {
+            let _ = server.feed.send(change);
+        }
+    }
+    drop(client);
+    Ok(())
+}
+
+impl Pg {
+    pub(crate) fn listen_config(&self) -> tokio_postgres::Config {
+        self.config.clone()
+    }
+}
