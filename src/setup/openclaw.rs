@@ -110,11 +110,25 @@ fn token_path() -> Result<PathBuf, SetupError> {
     Ok(paths.config_dir.join(TOKEN_FILE))
 }
 
-/// The unit with its placeholders filled.
-pub fn unit_text(agentnotify: &Path, url: &str, token_file: &Path) -> String {
-    UNIT.replace("{{agentnotify}}", &agentnotify.display().to_string())
+/// The unit with its placeholders filled. `home`: the `AGENTNOTIFY_HOME` install ran with,
+/// kept for the service (systemd starts it with none of the installer's environment, so it
+/// would otherwise use the default folder and another broker).
+pub fn unit_text(agentnotify: &Path, url: &str, token_file: &Path, home: Option<&Path>) -> String {
+    let text = UNIT
+        .replace("{{agentnotify}}", &agentnotify.display().to_string())
         .replace("{{url}}", url)
-        .replace("{{token_file}}", &token_file.display().to_string())
+        .replace("{{token_file}}", &token_file.display().to_string());
+    match home {
+        Some(home) => text.replacen(
+            "Type=simple\n",
+            &format!(
+                "Type=simple\nEnvironment=\"AGENTNOTIFY_HOME={}\"\n",
+                home.display()
+            ),
+            1,
+        ),
+        None => text,
+    }
 }
 
 fn install(env: &Env, a: InstallArgs) -> Result<(), SetupError> {
@@ -156,8 +170,11 @@ fn install(env: &Env, a: InstallArgs) -> Result<(), SetupError> {
             });
         }
     }
-    let text = unit_text(&agentnotify, &a.url, &token_file);
-    let change = FileChange::new(before, Some(text.into_bytes()), 0o644);
+    let home = std::env::var_os("AGENTNOTIFY_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let text = unit_text(&agentnotify, &a.url, &token_file, home.as_deref());
+    let change = FileChange::new(before, Some(text.into_bytes()), 0o600);
     if a.dry_run {
         print!("{}", change.diff());
         println!("Dry run: nothing was written.");
@@ -215,6 +232,8 @@ pub fn doctor_checks(env: &Env) -> Vec<Check> {
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) if t.contains(OURS) => t,
+        // Not installed: worth a line only where OpenClaw is used.
+        _ if env.which("openclaw").is_none() => return Vec::new(),
         _ => {
             return vec![check(
                 "openclaw_unit",
@@ -326,8 +345,20 @@ mod tests {
             Path::new("/opt/an/agentnotify"),
             "ws://127.0.0.1:18789",
             Path::new("/home/me/.config/agentnotify/openclaw_gateway_token"),
+            None,
         );
         assert!(!text.contains("{{"), "{text}");
+        assert!(!text.contains("Environment="), "{text}");
+        let kept = unit_text(
+            Path::new("/opt/an/agentnotify"),
+            "ws://127.0.0.1:18789",
+            Path::new("/srv/an/openclaw_gateway_token"),
+            Some(Path::new("/srv/an")),
+        );
+        assert!(
+            kept.contains("Type=simple\nEnvironment=\"AGENTNOTIFY_HOME=/srv/an\"\n"),
+            "{kept}"
+        );
         assert!(text.contains(
             "ExecStart=\"/opt/an/agentnotify\" openclaw watch --url ws://127.0.0.1:18789 --token-file \"/home/me/.config/agentnotify/openclaw_gateway_token\""
         ));

@@ -534,8 +534,22 @@ fn openclaw_harness_installs_the_user_unit_doctor_reports_it_and_uninstall_remov
                 .to_string(),
         )
         .replace("{{url}}", &url)
-        .replace("{{token_file}}", &token_file.display().to_string());
+        .replace("{{token_file}}", &token_file.display().to_string())
+        // The installer's agentnotify folder goes with the service.
+        .replacen(
+            "Type=simple\n",
+            &format!(
+                "Type=simple\nEnvironment=\"AGENTNOTIFY_HOME={}\"\n",
+                home.path().display()
+            ),
+            1,
+        );
     assert_eq!(std::fs::read_to_string(&unit).unwrap(), expected);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&unit).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the unit is private");
+    }
 
     let doctor = |home: &Home| -> Vec<Value> {
         let out = home.cmd(HOOK).args(["doctor", "--json"]).output().unwrap();
