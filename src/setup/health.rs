@@ -40,17 +40,17 @@ pub fn health(client: &Client) -> Health {
 
 /// The running broker's `GET /v1/channels/status`, if it answers.
 pub fn channels_status(client: &Client) -> Option<serde_json::Value> {
+    get(client, "/v1/channels/status", HEALTH_TIMEOUT)
+}
+
+/// A `GET` of the running broker's API from doctor's blocking code, if it answers in time.
+pub fn get(client: &Client, path: &str, timeout: Duration) -> Option<serde_json::Value> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     runtime
-        .block_on(client.call(
-            crate::client::Method::GET,
-            "/v1/channels/status",
-            None,
-            HEALTH_TIMEOUT,
-        ))
+        .block_on(client.call(crate::client::Method::GET, path, None, timeout))
         .ok()
         .map(|(_, v)| v)
 }

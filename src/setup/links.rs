@@ -200,17 +200,9 @@ fn paired_devices(paths: &Paths) -> std::collections::HashMap<String, usize> {
 
 /// The running broker's `GET /v1/relay/status` (which asks each Relay).
 fn relay_status(client: &Client) -> Option<Value> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime
-        .block_on(client.call(
-            crate::client::Method::GET,
-            "/v1/relay/status",
-            None,
-            std::time::Duration::from_secs(10),
-        ))
-        .ok()
-        .map(|(_, v)| v)
+    super::health::get(
+        client,
+        "/v1/relay/status",
+        std::time::Duration::from_secs(10),
+    )
 }
