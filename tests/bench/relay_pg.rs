@@ -173,14 +173,23 @@ async fn open_streams(f: &Fleet, urls: &[String], n: usize) -> Arc<AtomicUsize> 
                     }
                 }
             };
-            let mut announced = false;
+            // Events are counted whole: one may arrive split over two chunks.
+            let mut buf = String::new();
             while let Ok(Some(chunk)) = res.chunk().await {
-                let text = String::from_utf8_lossy(&chunk);
-                if !announced && text.contains("event: ready") {
-                    announced = true;
-                    let _ = ready_tx.send(()).await;
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let event = buf[..end].lines().next().unwrap_or("").to_string();
+                    buf.drain(..end + 2);
+                    match event.as_str() {
+                        "event: ready" => {
+                            let _ = ready_tx.send(()).await;
+                        }
+                        "event: envelope" => {
+                            received.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {}
+                    }
                 }
-                received.fetch_add(text.matches("event: envelope").count(), Ordering::Relaxed);
             }
         });
     }
@@ -191,7 +200,8 @@ async fn open_streams(f: &Fleet, urls: &[String], n: usize) -> Arc<AtomicUsize> 
 }
 
 /// Stores `count` envelopes for the first `streams` devices from 16 clients spread over
-/// `urls`; returns (per second stored, envelopes the streams received within 30 s).
+/// `urls`; returns (per second stored, per second delivered to the streams: from the first
+/// store to the last arrival, envelopes the streams received within 30 s).
 async fn store_and_fan_out(
     http: &Http,
     f: &Fleet,
@@ -200,7 +210,7 @@ async fn store_and_fan_out(
     count: usize,
     received: &AtomicUsize,
     tag: &str,
-) -> (f64, usize) {
+) -> (f64, f64, usize) {
     let before = received.load(Ordering::Relaxed);
     let workers = 16;
     let per = count / workers;
@@ -232,9 +242,14 @@ async fn store_and_fan_out(
     let rate = (per * workers) as f64 / started.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(30);
     while received.load(Ordering::Relaxed) - before < per * workers && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    (rate, received.load(Ordering::Relaxed) - before)
+    let fanned = received.load(Ordering::Relaxed) - before;
+    (
+        rate,
+        fanned as f64 / started.elapsed().as_secs_f64(),
+        fanned,
+    )
 }
 
 /// The broker's side: long-polls at `url` from `cursor`, reports each answer accepted, and
@@ -373,7 +388,8 @@ async fn answers(
 pub(crate) async fn run(scale: f64) {
     let devices = ((10_000.0 * scale) as usize).max(100);
     let streams = ((1000.0 * scale) as usize).max(50);
-    let stored = ((2000.0 * scale) as usize).max(160);
+    // A multiple of the 16 storing clients, so each stores the same number.
+    let stored = ((2000.0 * scale) as usize).max(160) / 16 * 16;
     let n = ((300.0 * scale) as usize).max(20);
     let burst = ((2000.0 * scale) as usize).max(160);
     let pg = Postgres::start();
@@ -398,11 +414,16 @@ pub(crate) async fn run(scale: f64) {
             urls.push(b.url.clone());
         }
         let rss_before: u64 = rss_kib(a.child.id(), "VmRSS:");
+        let t = Instant::now();
         let received = open_streams(&fleet, &urls, streams).await;
+        eprintln!(
+            "  ({procs}) {streams} streams open in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
         let per_stream = (rss_kib(a.child.id(), "VmRSS:").saturating_sub(rss_before)) as f64
             / (streams / urls.len()) as f64;
-        let (rate, fanned) = store_and_fan_out(
+        let (rate, fan_rate, fanned) = store_and_fan_out(
             &http,
             &fleet,
             &urls,
@@ -412,6 +433,7 @@ pub(crate) async fn run(scale: f64) {
             &format!("{procs:x}e"),
         )
         .await;
+        eprintln!("  ({procs}) envelopes stored and fanned out");
         let (mut lat, arate) = answers(
             &http,
             &fleet,
@@ -424,7 +446,7 @@ pub(crate) async fn run(scale: f64) {
         .await;
         lat.sort();
         println!(
-            "- **{procs} process{}**: envelopes stored **{rate:.0}/s** (16 clients), {fanned}/{stored} fanned out live to {streams} streams; answers round-tripped **{arate:.0}/s** (16 devices, one broker long-poll); answer → broker p50 **{}** / p99 **{}** ({n} answers, {devices} paired devices{}); RSS per held stream {:.1} KiB",
+            "- **{procs} process{}**: envelopes stored **{rate:.0}/s** (16 clients), {fanned}/{stored} fanned out live to {streams} streams at **{fan_rate:.0}/s**; answers round-tripped **{arate:.0}/s** (16 devices, one broker long-poll); answer → broker p50 **{}** / p99 **{}** ({n} answers, {devices} paired devices{}); RSS per held stream {:.1} KiB",
             if procs == 1 { "" } else { "es" },
             crate::ms(percentile(&lat, 0.5)),
             crate::ms(percentile(&lat, 0.99)),

@@ -34,6 +34,7 @@ mod provision;
 mod receivers;
 mod relay;
 mod relay_cluster;
+mod relay_http;
 mod relay_stores;
 mod reliability;
 mod squatter;

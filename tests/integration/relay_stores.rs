@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::postgres::Postgres;
 use crate::relay::{finish_hook, pending_one, start_hook, RelayProc, Setup, ALLOW};
+use crate::relay_http::RawRelay;
 use crate::support::{fixture, Home};
 
 /// Which store the Relay under test keeps its state in.
@@ -67,6 +68,7 @@ on_both_stores!(
     stream_shows_question_withdrawal_and_verdict,
     http_contract_refuses_bad_input_by_field,
     restart_keeps_devices_envelopes_and_push_subscriptions,
+    a_question_leaves_exactly_the_devices_holding_it,
 );
 
 /// The broker's long-poll (fallback poll 10 minutes away) is woken by the device's answer:
@@ -336,4 +338,85 @@ async fn restart_keeps_devices_envelopes_and_push_subscriptions(store: Store) {
         inbox.questions.iter().any(|q| q.id == id),
         "the envelope was lost across a restart"
     );
+}
+
+/// A withdrawal reaches every device of the installation holding the question and no
+/// other: not another installation's device with the same event id, not a removed device.
+/// The devices listed are the installation's own. Records stored before the Relay kept its
+/// indexes (wiped here, as an older Relay would have left them) are indexed at the next
+/// start and behave the same.
+async fn a_question_leaves_exactly_the_devices_holding_it(store: Store) {
+    let home = Home::new();
+    let args = store.args();
+    let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let mut relay = RelayProc::start_with(&home, &refs);
+    let r = RawRelay::new(&relay.url);
+    let (a, b) = (r.installation().await, r.installation().await);
+    let (a1, a2, a3, b1) = (
+        r.pair(&a).await,
+        r.pair(&a).await,
+        r.pair(&a).await,
+        r.pair(&b).await,
+    );
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let (x, y, z) = ("a".repeat(32), "b".repeat(32), "c".repeat(32));
+    r.envelope(&a, &a1, &x).await;
+    r.envelope(&a, &a2, &x).await;
+    r.envelope(&a, &a1, &y).await;
+    r.envelope(&a, &a2, &y).await;
+    r.envelope(&b, &b1, &x).await;
+    assert_eq!(
+        r.devices(&a).await,
+        sorted(vec![a1.id.clone(), a2.id.clone(), a3.id.clone()])
+    );
+    assert_eq!(r.devices(&b).await, vec![b1.id.clone()]);
+    let (status, v) = r.withdraw(&a, &x).await;
+    assert_eq!((status, &v["deleted"]), (200, &json!(2)), "{v}");
+    assert_eq!(r.held(&a1).await, vec![y.clone()]);
+    assert_eq!(r.held(&a2).await, vec![y.clone()]);
+    assert_eq!(
+        r.held(&b1).await,
+        vec![x.clone()],
+        "another installation's device lost its envelope"
+    );
+    let (status, v) = r.delete(&format!("/v1/devices/{}", a2.id), &a.token).await;
+    assert_eq!((status, &v["removed"]), (200, &json!(true)), "{v}");
+    assert_eq!(
+        r.devices(&a).await,
+        sorted(vec![a1.id.clone(), a3.id.clone()])
+    );
+    // As an older Relay left its store: records, no indexes.
+    r.envelope(&a, &a3, &y).await;
+    r.envelope(&a, &a1, &z).await;
+    let _ = relay.child.kill();
+    let _ = relay.child.wait();
+    match &store.pg {
+        Some(pg) => {
+            pg.psql(
+                "relay",
+                "DELETE FROM relay_kv WHERE tree IN ('recipients', 'installation_devices') \
+                 OR (tree = 'meta' AND key = 'indexes_v1'::bytea)",
+            );
+        }
+        None => {
+            let db = sled::open(home.path().join("relay-data").join("relay.sled")).unwrap();
+            db.drop_tree("recipients").unwrap();
+            db.drop_tree("installation_devices").unwrap();
+            db.open_tree("meta").unwrap().remove("indexes_v1").unwrap();
+            db.flush().unwrap();
+        }
+    }
+    relay.restart(&home);
+    let r = RawRelay::new(&relay.url);
+    assert_eq!(
+        r.devices(&a).await,
+        sorted(vec![a1.id.clone(), a3.id.clone()])
+    );
+    let (status, v) = r.withdraw(&a, &y).await;
+    assert_eq!((status, &v["deleted"]), (200, &json!(2)), "{v}");
+    assert_eq!(r.held(&a1).await, vec![z.clone()]);
+    assert!(r.held(&a3).await.is_empty());
 }

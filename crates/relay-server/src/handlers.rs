@@ -215,8 +215,7 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     };
     pairing.used_by = Some(device.device_id.clone());
     w.put_json(Tree::Pairings, key.as_bytes(), &pairing).await?;
-    w.put_json(Tree::Devices, device.device_id.as_bytes(), &device)
-        .await?;
+    w.put_device(&device).await?;
     let token = w.mint_token("device", &device.device_id).await?;
     w.announce(Change::Devices {
         installation: device.installation_id.clone(),
@@ -321,8 +320,7 @@ pub(crate) async fn delete_device(
 
 pub(crate) async fn list_devices(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let inst = s.installation(req).await?;
-    let mut devices: Vec<DeviceInfo> = s.values(Tree::Devices, b"").await?;
-    devices.retain(|d| d.installation_id == inst);
+    let devices = s.installation_devices(&inst).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "devices": devices }),
@@ -361,9 +359,7 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
     e.installation_id = inst;
     e.stored_at = Some(Timestamp::now().to_rfc3339());
     let mut w = s.write().await?;
-    let key = key2(&device.device_id, e.event_id.as_bytes());
-    let replaced = w.get(Tree::Envelopes, &key).await?.is_some();
-    w.put_json(Tree::Envelopes, &key, &e).await?;
+    let replaced = w.put_envelope(&e).await?;
     w.announce(Change::Envelope {
         device: device.device_id.clone(),
         envelope: std::sync::Arc::new(e.clone()),
@@ -740,24 +736,8 @@ pub(crate) async fn withdraw(
     inst: &str,
     interaction_id: &str,
 ) -> Result<usize, StoreFail> {
-    let event = question_event_id(interaction_id);
-    let mut removed = 0;
-    for (_, v) in w.scan(Tree::Devices, b"").await? {
-        let d: DeviceInfo = serde_json::from_slice(&v)?;
-        if d.installation_id == inst
-            && w.remove(Tree::Envelopes, &key2(&d.device_id, event.as_bytes()))
-                .await?
-                .is_some()
-        {
-            removed += 1;
-            w.announce(Change::Withdrawn {
-                device: d.device_id,
-                event_id: event.clone(),
-            })
-            .await?;
-        }
-    }
-    Ok(removed)
+    w.withdraw_event(inst, &question_event_id(interaction_id))
+        .await
 }
 
 pub(crate) async fn answer_status(

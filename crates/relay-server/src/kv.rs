@@ -33,9 +33,15 @@ pub(crate) enum Tree {
     Withdrawn,
     /// Relay-wide settings shared by every process (the VAPID key with PostgreSQL).
     Meta,
+    /// installation ‖ 0 ‖ device id → empty: an installation's devices without a scan of
+    /// every installation's ([`crate::index`]).
+    InstallationDevices,
+    /// installation ‖ 0 ‖ sha256(event id) ‖ device id → empty: the devices holding an
+    /// envelope, so a withdrawal touches only them ([`crate::index`]).
+    Recipients,
 }
 
-pub(crate) const TREES: [Tree; 12] = [
+pub(crate) const TREES: [Tree; 14] = [
     Tree::Tokens,
     Tree::Installations,
     Tree::Devices,
@@ -48,6 +54,8 @@ pub(crate) const TREES: [Tree; 12] = [
     Tree::Answered,
     Tree::Withdrawn,
     Tree::Meta,
+    Tree::InstallationDevices,
+    Tree::Recipients,
 ];
 
 impl Tree {
@@ -65,6 +73,8 @@ impl Tree {
             Tree::Answered => "answered",
             Tree::Withdrawn => "withdrawn",
             Tree::Meta => "meta",
+            Tree::InstallationDevices => "installation_devices",
+            Tree::Recipients => "recipients",
         }
     }
 }

@@ -7,6 +7,7 @@
 //!
 //! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP.
 //! - `store`: the durable state and its records, tokens kept only as hashes.
+//! - `index`: an installation's devices and a question's recipients, without full scans.
 //! - `kv`: the two stores behind one interface (sled, the default; PostgreSQL).
 //! - `pg`: the PostgreSQL store: migrations, transactions, `LISTEN/NOTIFY` across processes.
 //! - `routes`: the accept loop (plain or TLS), per-address rate limits, the route table.
@@ -18,6 +19,7 @@
 mod app;
 pub mod cli;
 mod handlers;
+mod index;
 mod kv;
 mod live;
 mod pg;

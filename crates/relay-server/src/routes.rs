@@ -72,6 +72,9 @@ pub async fn run(opts: ServeOptions, on_ready: impl FnOnce(&str)) -> Result<(), 
             (server, vapid)
         }
     };
+    server.build_indexes().await.map_err(|e| {
+        RelayServerError::Database(format!("cannot index the relay's records: {e}"))
+    })?;
     let vapid = Arc::new(vapid);
     let pusher = tokio::spawn(crate::push::run_sender(
         Arc::clone(&server),

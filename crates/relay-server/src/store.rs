@@ -332,51 +332,83 @@ impl RelayServer {
 
     /// Drops envelopes well past expiry, answers past retention, and pairings a day past
     /// their expiry (kept that long so a late try hears "expired", not "unknown").
-    pub(crate) async fn prune(&self, now: Timestamp) -> Result<(), StoreFail> {
-        let mut w = self.write().await?;
-        for (k, v) in w.scan(Tree::Pairings, b"").await? {
-            let stale = serde_json::from_slice::<PairingRecord>(&v).map_or(true, |p| {
-                p.expires_at.plus(Duration::from_secs(86_400)) < now
-            });
-            if stale {
-                w.remove(Tree::Pairings, &k).await?;
-            }
-        }
-        for (k, v) in w.scan(Tree::Envelopes, b"").await? {
-            let expired = serde_json::from_slice::<Envelope>(&v)
-                .ok()
-                .and_then(|e| Timestamp::parse_rfc3339(&e.expires_at))
-                .is_none_or(|t| t.plus(EXPIRED_GRACE) < now);
-            if expired {
-                w.remove(Tree::Envelopes, &k).await?;
-            }
-        }
-        for (k, v) in w.scan(Tree::Withdrawn, b"").await? {
-            let old = std::str::from_utf8(&v)
-                .ok()
-                .and_then(|v| v.rsplit(' ').next())
-                .and_then(Timestamp::parse_rfc3339)
-                .is_none_or(|t| t.plus(ANSWER_RETENTION) < now);
-            if old {
-                w.remove(Tree::Withdrawn, &k).await?;
-            }
-        }
-        for (k, v) in w.scan(Tree::Answers, b"").await? {
-            if let Ok(rec) = serde_json::from_slice::<AnswerRecord>(&v) {
-                if rec.received.plus(ANSWER_RETENTION) < now {
-                    w.remove(Tree::Answers, &k).await?;
-                    let inst = &rec.answer.installation_id;
-                    w.remove(
-                        Tree::AnswerIds,
-                        &key2(inst, rec.answer.response_id.as_bytes()),
-                    )
-                    .await?;
+    pub(crate) async fn prune(&self, now: Timestamp) -> Result<usize, StoreFail> {
+        let day = Duration::from_secs(86_400);
+        let pairings = self
+            .prune_tree(Tree::Pairings, |v| {
+                serde_json::from_slice::<PairingRecord>(v)
+                    .map_or(true, |p| p.expires_at.plus(day) < now)
+            })
+            .await?;
+        let envelopes = self
+            .prune_tree(Tree::Envelopes, |v| {
+                serde_json::from_slice::<Envelope>(v)
+                    .ok()
+                    .and_then(|e| Timestamp::parse_rfc3339(&e.expires_at))
+                    .is_none_or(|t| t.plus(EXPIRED_GRACE) < now)
+            })
+            .await?;
+        let withdrawn = self
+            .prune_tree(Tree::Withdrawn, |v| {
+                std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|v| v.rsplit(' ').next())
+                    .and_then(Timestamp::parse_rfc3339)
+                    .is_none_or(|t| t.plus(ANSWER_RETENTION) < now)
+            })
+            .await?;
+        let answers = self
+            .prune_tree(Tree::Answers, |v| {
+                serde_json::from_slice::<AnswerRecord>(v)
+                    .is_ok_and(|rec| rec.received.plus(ANSWER_RETENTION) < now)
+            })
+            .await?;
+        Ok(pairings + envelopes + withdrawn + answers)
+    }
+
+    /// Removes the records of `t` that `stale` finds stale. They are found by reading pages
+    /// outside the write lock, and removed in small writes that check each one again, so
+    /// pruning a large store never holds up the Relay's writers for long.
+    async fn prune_tree(&self, t: Tree, stale: impl Fn(&[u8]) -> bool) -> Result<usize, StoreFail> {
+        let end = [u8::MAX; MAX_KEY_LEN];
+        let mut start = Vec::new();
+        let mut removed = 0;
+        loop {
+            let page = self.kv.range(t, &start, &end, PRUNE_PAGE).await?;
+            let Some((last, _)) = page.last() else {
+                return Ok(removed);
+            };
+            start = last.clone();
+            start.push(0);
+            let keys: Vec<&Vec<u8>> = page
+                .iter()
+                .filter(|(_, v)| stale(v))
+                .map(|(k, _)| k)
+                .collect();
+            if !keys.is_empty() {
+                let mut w = self.write().await?;
+                for key in keys {
+                    if let Some(v) = w.get(t, key).await? {
+                        if stale(&v) {
+                            w.remove_record(t, key, &v).await?;
+                            removed += 1;
+                        }
+                    }
                 }
+                w.commit(self).await?;
+            }
+            if page.len() < PRUNE_PAGE {
+                return Ok(removed);
             }
         }
-        w.commit(self).await
     }
 }
+
+/// Records read, and at most removed in one write, per pruning step.
+const PRUNE_PAGE: usize = 500;
+/// Longer than any key the Relay makes (ids, a separator, an event id of at most 200
+/// characters), so a range up to this many 0xff bytes reaches the end of a tree.
+const MAX_KEY_LEN: usize = 1024;
 
 impl Write<'_> {
     pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
@@ -413,26 +445,6 @@ impl Write<'_> {
                 .await?;
         }
         Ok(token)
-    }
-
-    /// Removes a device with its token and envelopes. Returns whether it existed.
-    pub(crate) async fn remove_device(&mut self, device_id: &str) -> Result<bool, StoreFail> {
-        let existed = self
-            .remove(Tree::Devices, device_id.as_bytes())
-            .await?
-            .is_some();
-        self.remove(Tree::PushSubscriptions, device_id.as_bytes())
-            .await?;
-        if let Some(hash) = self
-            .remove(Tree::DeviceTokens, device_id.as_bytes())
-            .await?
-        {
-            self.remove(Tree::Tokens, &hash).await?;
-        }
-        for (key, _) in self.scan(Tree::Envelopes, &key2(device_id, b"")).await? {
-            self.remove(Tree::Envelopes, &key).await?;
-        }
-        Ok(existed)
     }
 }
 
