@@ -319,10 +319,15 @@ impl PgWrite {
 impl Drop for PgWrite {
     fn drop(&mut self) {
         if let Some(c) = self.client.take() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _ = c.batch_execute("ROLLBACK").await;
-                });
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move {
+                        let _ = c.batch_execute("ROLLBACK").await;
+                    });
+                }
+                // No runtime to roll back on: close the connection (PostgreSQL rolls back)
+                // rather than hand a connection mid-transaction back to the pool.
+                Err(_) => drop(Object::take(c)),
             }
         }
     }
