@@ -240,11 +240,12 @@ fn applies_to(hosts: &[Harness]) -> String {
 fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
     match command {
         Command::InstallHarness(args) => {
-            match (args.host, args.host.hook_host()) {
-                (_, Some(host)) => install_hooks(env, host, args)?,
-                (Pi, None) => super::pi::install(env, args.command_path, args.force, args.dry_run)?,
-                (Hermes, None) => super::hermes::install(args.command_path, args.dry_run)?,
-                (Openclaw, None) => super::openclaw::install(
+            match args.host {
+                Claude => install_hooks(env, Host::Claude, args)?,
+                Codex => install_hooks(env, Host::Codex, args)?,
+                Pi => super::pi::install(env, args.command_path, args.force, args.dry_run)?,
+                Hermes => super::hermes::install(args.command_path, args.dry_run)?,
+                Openclaw => super::openclaw::install(
                     env,
                     InstallOptions {
                         url: args.url.unwrap_or_else(|| DEFAULT_URL.to_string()),
@@ -253,21 +254,17 @@ fn run(env: &Env, command: Command) -> Result<Exit, SetupError> {
                         dry_run: args.dry_run,
                     },
                 )?,
-                (Claude | Codex, None) => unreachable!("hook hosts have a Host"),
             }
             Ok(Exit::Ok)
         }
         Command::UninstallHarness(args) => {
-            match (args.host, args.host.hook_host()) {
-                (_, Some(host)) => {
-                    let scope = args.scope.unwrap_or(Scope::User);
-                    let planned = uninstall::plan(env, host, scope, args.dry_run)?;
-                    finish(planned, args.dry_run)?;
-                }
-                (Pi, None) => super::pi::uninstall(env, args.force, args.dry_run)?,
-                (Hermes, None) => super::hermes::uninstall(args.dry_run)?,
-                (Openclaw, None) => super::openclaw::uninstall(env, args.dry_run)?,
-                (Claude | Codex, None) => unreachable!("hook hosts have a Host"),
+            let scope = args.scope.unwrap_or(Scope::User);
+            match args.host {
+                Claude => uninstall_hooks(env, Host::Claude, scope, args.dry_run)?,
+                Codex => uninstall_hooks(env, Host::Codex, scope, args.dry_run)?,
+                Pi => super::pi::uninstall(env, args.force, args.dry_run)?,
+                Hermes => super::hermes::uninstall(args.dry_run)?,
+                Openclaw => super::openclaw::uninstall(env, args.dry_run)?,
             }
             Ok(Exit::Ok)
         }
@@ -309,6 +306,11 @@ fn install_hooks(env: &Env, host: Host, args: InstallArgs) -> Result<(), SetupEr
         println!("Check the whole setup with: agentnotify-hook doctor");
     }
     Ok(())
+}
+
+/// `uninstall-harness claude|codex`: our hooks (and Codex trust entries) out of the file.
+fn uninstall_hooks(env: &Env, host: Host, scope: Scope, dry_run: bool) -> Result<(), SetupError> {
+    finish(uninstall::plan(env, host, scope, dry_run)?, dry_run)
 }
 
 /// Applies the plan, or for `--dry-run` prints it as diffs; then the summary lines.

@@ -167,12 +167,12 @@ pub fn run(env: &Env, hosts: &[Harness]) -> Report {
 
 /// One host's checks. `required`: it was named, so not being set up is a problem.
 fn host_report(env: &Env, host: Harness, required: bool) -> HostReport {
-    match (host, host.hook_host()) {
-        (_, Some(hook_host)) => host_checks(env, hook_host, required),
-        (Harness::Pi, None) => super::pi::doctor(env, required),
-        (Harness::Hermes, None) => super::hermes::doctor(required),
-        (Harness::Openclaw, None) => super::openclaw::doctor(env, required),
-        (Harness::Claude | Harness::Codex, None) => unreachable!("hook hosts have a Host"),
+    match host {
+        Harness::Claude => host_checks(env, Host::Claude, required),
+        Harness::Codex => host_checks(env, Host::Codex, required),
+        Harness::Pi => super::pi::doctor(env, required),
+        Harness::Hermes => super::hermes::doctor(required),
+        Harness::Openclaw => super::openclaw::doctor(env, required),
     }
 }
 

@@ -48,15 +48,6 @@ impl Harness {
             Harness::Openclaw => "openclaw",
         }
     }
-
-    /// The hook host whose JSON config files this is, for Claude Code and Codex.
-    pub fn hook_host(self) -> Option<Host> {
-        match self {
-            Harness::Claude => Some(Host::Claude),
-            Harness::Codex => Some(Host::Codex),
-            Harness::Pi | Harness::Hermes | Harness::Openclaw => None,
-        }
-    }
 }
 
 impl From<Host> for Harness {
@@ -228,7 +219,7 @@ mod tests {
         }
         assert_eq!(Harness::value_variants(), Harness::ALL);
         for host in Host::ALL {
-            assert_eq!(Harness::from(host).hook_host(), Some(host));
+            assert_eq!(Harness::from(host).as_str(), host.as_str());
         }
     }
 
