@@ -28,7 +28,7 @@ pub use payload::{Host, Plan};
     name = "agentnotify-hook",
     version,
     about = "Claude Code / Codex PermissionRequest hook: ask the question remotely and print the host's decision",
-    after_help = format!("Setup commands: agentnotify-hook install-harness <claude|codex> --ask | uninstall-harness <claude|codex> | doctor\n\
+    after_help = format!("Setup commands: agentnotify-hook install-harness <claude|codex|pi|hermes|openclaw> | uninstall-harness <host> | doctor [host…]\n\
                   Their exit codes: {}.\n\
                   On any failure the hook prints nothing and exits 0, so the host shows its own prompt.", crate::exit::TABLE)
 )]

@@ -13,7 +13,7 @@ use super::command::{
 };
 use super::files::{file_mode, Snapshot};
 use super::health::{health, Health};
-use super::host::{Env, Host, Scope};
+use super::host::{Env, Harness, Host, Scope};
 use super::install::load_json;
 use super::json_config;
 use crate::client::{self, Client};
@@ -44,14 +44,15 @@ pub struct Check {
 }
 
 impl Check {
+    /// A line about `host` (`None`: about agentnotify itself).
     pub(super) fn new(
-        host: Option<Host>,
+        host: Option<Harness>,
         name: &'static str,
         status: Status,
         detail: impl Into<String>,
     ) -> Check {
         Check {
-            host: host.map(Host::as_str),
+            host: host.map(Harness::as_str),
             name,
             status,
             detail: detail.into(),
@@ -63,6 +64,22 @@ impl Check {
     pub(super) fn fix(mut self, fix: impl Into<String>) -> Check {
         self.fix = Some(fix.into());
         self
+    }
+}
+
+/// What `doctor` found for one host.
+pub struct HostReport {
+    /// Our integration is in place (faults in it are among `checks`).
+    pub set_up: bool,
+    pub checks: Vec<Check>,
+}
+
+/// The status of the line saying a host is not set up: a problem when it was named.
+pub(super) fn absent(required: bool) -> Status {
+    if required {
+        Status::Fail
+    } else {
+        Status::Info
     }
 }
 
@@ -107,8 +124,9 @@ impl Report {
     }
 }
 
-/// Runs every check. `hosts` empty means "whichever hosts are set up"; a named host must be.
-pub fn run(env: &Env, hosts: &[Host]) -> Report {
+/// Runs every check. `hosts` empty means every host, and a problem only if none is set up
+/// (no request could reach you); a named host must be set up, and only named ones are checked.
+pub fn run(env: &Env, hosts: &[Harness]) -> Report {
     let mut checks = vec![binary_on_path(env)];
     match Paths::from_env() {
         Ok(paths) => {
@@ -123,40 +141,39 @@ pub fn run(env: &Env, hosts: &[Host]) -> Report {
         ),
     }
     let explicit = !hosts.is_empty();
-    let selected: Vec<Host> = if explicit {
-        hosts.to_vec()
-    } else {
-        Host::ALL.to_vec()
-    };
-    let mut per_host: Vec<(Host, bool, Vec<Check>)> = selected
-        .iter()
-        .map(|&host| {
-            let (installed, checks) = host_checks(env, host);
-            (host, installed, checks)
-        })
-        .collect();
-    let none_installed = per_host.iter().all(|(_, installed, _)| !installed);
-    for (_, installed, host_checks) in &mut per_host {
-        if !*installed {
-            // A host you did not ask about and do not use is not a problem, unless no host
-            // is set up at all.
-            let status = if explicit || none_installed {
-                Status::Fail
-            } else {
-                Status::Info
-            };
-            for check in host_checks
-                .iter_mut()
-                .filter(|c| c.name == "hook_installed")
-            {
-                check.status = status;
-            }
+    let mut any_set_up = false;
+    for host in Harness::ALL {
+        if explicit && !hosts.contains(&host) {
+            continue;
         }
-        checks.append(host_checks);
+        let found = host_report(env, host, explicit);
+        any_set_up |= found.set_up;
+        checks.extend(found.checks);
     }
-    checks.extend(super::openclaw::doctor_checks(env));
+    if !explicit && !any_set_up {
+        checks.push(
+            Check::new(
+                None,
+                "hosts",
+                Status::Fail,
+                "none is set up, so no permission request can reach you",
+            )
+            .fix("set up one of the hosts above (`agentnotify setup` offers those it finds here)"),
+        );
+    }
     let ok = checks.iter().all(|c| c.status != Status::Fail);
     Report { ok, checks }
+}
+
+/// One host's checks. `required`: it was named, so not being set up is a problem.
+fn host_report(env: &Env, host: Harness, required: bool) -> HostReport {
+    match host {
+        Harness::Claude => host_checks(env, Host::Claude, required),
+        Harness::Codex => host_checks(env, Host::Codex, required),
+        Harness::Pi => super::pi::doctor(env, required),
+        Harness::Hermes => super::hermes::doctor(required),
+        Harness::Openclaw => super::openclaw::doctor(env, required),
+    }
 }
 
 fn binary_on_path(env: &Env) -> Check {
@@ -318,20 +335,16 @@ fn token_file(path: &Path) -> Check {
     }
 }
 
-/// Checks one host in every scope; returns whether our hook is installed anywhere.
-fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
+/// Checks one hook host in every scope; set up when our hook is installed in any of them.
+fn host_checks(env: &Env, host: Host, required: bool) -> HostReport {
+    let who = Some(Harness::from(host));
     let mut checks = Vec::new();
     let mut files: Vec<(Scope, PathBuf)> = Vec::new();
     for scope in [Scope::User, Scope::Project] {
         match env.hook_file(host, scope) {
             Ok(path) if !files.iter().any(|(_, p)| *p == path) => files.push((scope, path)),
             Ok(_) => {}
-            Err(e) => checks.push(Check::new(
-                Some(host),
-                "config",
-                Status::Fail,
-                e.to_string(),
-            )),
+            Err(e) => checks.push(Check::new(who, "config", Status::Fail, e.to_string())),
         }
     }
     let mut installed = false;
@@ -341,7 +354,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
             Ok(None) => continue,
             Err(e) => {
                 checks.push(
-                    Check::new(Some(host), "config", Status::Fail, e.to_string()).fix(format!(
+                    Check::new(who, "config", Status::Fail, e.to_string()).fix(format!(
                         "fix {} (it must be valid JSON for {} to use it)",
                         path.display(),
                         host.display_name()
@@ -359,7 +372,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
         if found.len() > 1 {
             checks.push(
                 Check::new(
-                    Some(host),
+                    who,
                     "hook_installed",
                     Status::Fail,
                     format!("{} copies in {}", found.len(), path.display()),
@@ -368,7 +381,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
             );
         } else {
             checks.push(Check::new(
-                Some(host),
+                who,
                 "hook_installed",
                 Status::Ok,
                 format!("{} ({} scope)", path.display(), scope.name()),
@@ -385,7 +398,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
             let ask = json_config::find_ours_at(&value, &json_config::ASK_PRE_TOOL_USE);
             checks.push(if ask.is_empty() {
                 Check::new(
-                    Some(host),
+                    who,
                     "ask_user_question_hook",
                     Status::Info,
                     format!(
@@ -396,7 +409,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
                 .fix(format!("run `{reinstall}` to add it"))
             } else {
                 Check::new(
-                    Some(host),
+                    who,
                     "ask_user_question_hook",
                     Status::Ok,
                     "PreToolUse hook for AskUserQuestion installed".to_string(),
@@ -409,7 +422,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
             .collect();
         if !notify_events.is_empty() {
             checks.push(Check::new(
-                Some(host),
+                who,
                 "notify_hooks",
                 Status::Ok,
                 format!(
@@ -422,7 +435,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
         if host == Host::Claude && value.get("disableAllHooks") == Some(&Value::Bool(true)) {
             checks.push(
                 Check::new(
-                    Some(host),
+                    who,
                     "hooks_enabled",
                     Status::Fail,
                     format!(
@@ -439,7 +452,7 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
     }
     if !installed {
         checks.push(
-            Check::new(Some(host), "hook_installed", Status::Info, "not installed").fix(format!(
+            Check::new(who, "hook_installed", absent(required), "not installed").fix(format!(
                 "run `agentnotify setup --host {}` (or `{}{}`)",
                 host.as_str(),
                 reinstall_command(host, Scope::User),
@@ -447,7 +460,10 @@ fn host_checks(env: &Env, host: Host) -> (bool, Vec<Check>) {
             )),
         );
     }
-    (installed, checks)
+    HostReport {
+        set_up: installed,
+        checks,
+    }
 }
 
 fn reinstall_command(host: Host, scope: Scope) -> String {
@@ -494,7 +510,7 @@ fn command_check(host: Host, handler: &Value, reinstall: &str) -> Check {
     }
     if problems.is_empty() {
         Check::new(
-            Some(host),
+            Some(host.into()),
             name,
             Status::Ok,
             format!(
@@ -503,7 +519,7 @@ fn command_check(host: Host, handler: &Value, reinstall: &str) -> Check {
             ),
         )
     } else {
-        Check::new(Some(host), name, Status::Fail, problems.join("; "))
+        Check::new(Some(host.into()), name, Status::Fail, problems.join("; "))
             .fix(format!("run `{reinstall}`"))
     }
 }
@@ -514,7 +530,7 @@ fn codex_trust_checks(
     found: &json_config::Found<'_>,
     reinstall: &str,
 ) -> Vec<Check> {
-    let host = Some(Host::Codex);
+    let host = Some(Harness::Codex);
     let config_path = match env.codex_config() {
         Ok(p) => p,
         Err(e) => return vec![Check::new(host, "trust", Status::Fail, e.to_string())],

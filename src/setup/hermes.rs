@@ -5,15 +5,14 @@
 //! is theirs to give, so setup prints the two lines instead of editing the YAML.
 //!
 //! Kept apart from the Claude/Codex setup (JSON hook files, their `Host`): the command line
-//! hands `hermes` here before its own parsing.
+//! calls [`install`], [`uninstall`] and [`doctor`] for [`Harness::Hermes`].
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::doctor::{Check, Report, Status};
+use super::doctor::{absent, Check, HostReport, Status};
 use super::error::SetupError;
 use super::files::{remove_dir_if_empty, remove_file, write_file};
-use crate::exit::{self, Exit};
+use super::host::Harness;
 
 const PLUGIN_YAML: &str = include_str!("../../harness/hermes/agentnotify/plugin.yaml");
 const PLUGIN_PY: &str = include_str!("../../harness/hermes/agentnotify/__init__.py");
@@ -48,64 +47,9 @@ pub fn plugin_source(hook: &str) -> String {
     PLUGIN_PY.replacen("\"{{hook}}\"", &literal, 1)
 }
 
-/// True for `install-harness hermes …`, `uninstall-harness hermes …`: ours to run.
-pub fn is_ours(args: &[OsString]) -> bool {
-    matches!(
-        (
-            args.get(1).and_then(|a| a.to_str()),
-            args.get(2).and_then(|a| a.to_str())
-        ),
-        (
-            Some("install-harness" | "uninstall-harness"),
-            Some("hermes")
-        )
-    )
-}
-
-/// Runs `install-harness hermes [--command-path P] [--dry-run]` or
-/// `uninstall-harness hermes [--dry-run]`; returns the exit code.
-pub fn main(args: &[OsString]) -> i32 {
-    let words: Vec<&str> = args.iter().skip(3).filter_map(|a| a.to_str()).collect();
-    let install = args[1] == "install-harness";
-    let mut dry_run = false;
-    let mut command_path = None;
-    let mut rest = words.iter();
-    while let Some(&w) = rest.next() {
-        match w {
-            "--dry-run" => dry_run = true,
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Exit::Ok.code();
-            }
-            "--ask" if install => {}
-            "--command-path" if install => match rest.next() {
-                Some(p) => command_path = Some(PathBuf::from(p)),
-                None => return usage("--command-path needs a path"),
-            },
-            other => return usage(&format!("unexpected argument '{other}' for hermes")),
-        }
-    }
-    let result = if install {
-        self::install(command_path, dry_run)
-    } else {
-        uninstall(dry_run)
-    };
-    match result {
-        Ok(done) => done.code(),
-        Err(e) => exit::fail("agentnotify-hook", &e),
-    }
-}
-
-const USAGE: &str = "usage: agentnotify-hook install-harness hermes [--command-path PATH] [--dry-run] | uninstall-harness hermes [--dry-run]\n\
-    Installs (removes) the approval transport plugin in $HERMES_HOME/plugins/agentnotify/ (~/.hermes);\n\
-    enable it in config.yaml with: plugins.enabled: [agentnotify] and security.approval.transport: agentnotify";
-
-fn usage(msg: &str) -> i32 {
-    eprintln!("agentnotify-hook: error: {msg}\n{USAGE}");
-    Exit::Usage.code()
-}
-
-fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<Exit, SetupError> {
+/// `install-harness hermes`: writes the plugin running `command_path` (default: this
+/// program) and prints the settings that enable it.
+pub fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<(), SetupError> {
     let exe = match command_path {
         Some(p) => p,
         None => super::install::default_command_path()?,
@@ -162,7 +106,7 @@ fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<Exit, SetupEr
     }
     println!("Optional: security.approval.transport_fallback: builtin (Hermes asks in its own prompt when agentnotify cannot).");
     println!("Questions live within Hermes' approvals.timeout; then Hermes blocks the command.");
-    Ok(Exit::Ok)
+    Ok(())
 }
 
 /// Creates `dir` and missing parents 0700 (an existing folder is left as it is).
@@ -180,7 +124,8 @@ fn private_dir(dir: &Path) -> Result<(), SetupError> {
     std::fs::create_dir_all(dir).map_err(|e| SetupError::io("create the folder", dir, e))
 }
 
-fn uninstall(dry_run: bool) -> Result<Exit, SetupError> {
+/// `uninstall-harness hermes`: removes our plugin's files (never a plugin that is not ours).
+pub fn uninstall(dry_run: bool) -> Result<(), SetupError> {
     let dir = plugin_dir()?;
     let init = dir.join("__init__.py");
     let ours = std::fs::read_to_string(&init).is_ok_and(|t| t.contains(MARK));
@@ -189,14 +134,14 @@ fn uninstall(dry_run: bool) -> Result<Exit, SetupError> {
             "Hermes: no agentnotify plugin in {}; nothing changed.",
             dir.display()
         );
-        return Ok(Exit::Ok);
+        return Ok(());
     }
     if dry_run {
         println!(
             "Dry run: nothing was removed. {} would be removed.",
             dir.display()
         );
-        return Ok(Exit::Ok);
+        return Ok(());
     }
     remove_file(&init)?;
     remove_file(&dir.join("plugin.yaml"))?;
@@ -220,73 +165,53 @@ fn uninstall(dry_run: bool) -> Result<Exit, SetupError> {
         hermes_home()?.join("config.yaml").display(),
         CONSENT.join(", ")
     );
-    Ok(Exit::Ok)
+    Ok(())
 }
 
-/// Removes `hermes` from `doctor`'s host list; true when it was named.
-pub fn take_doctor_host(args: &mut Vec<OsString>) -> bool {
-    let before = args.len();
-    let is_doctor = args.get(1).is_some_and(|a| a == "doctor");
-    if is_doctor {
-        let mut i = 2;
-        while i < args.len() {
-            if args[i] == "hermes" {
-                args.remove(i);
-            } else {
-                i += 1;
-            }
-        }
-    }
-    args.len() != before
-}
-
-/// `doctor`'s Hermes lines: the plugin installed and pointing at a hook that exists.
-/// Not installed is a problem only when Hermes was asked about. With the plugin in place and
-/// no other host named, another host without hooks is not a problem either.
-pub fn doctor_checks(report: &mut Report, explicit: bool, others_named: bool) {
-    let check = |status, detail: String, fix: Option<String>| Check {
-        host: Some("hermes"),
-        name: "plugin_installed",
-        status,
-        detail,
-        fix,
-        trust: None,
+/// `doctor`'s Hermes line: the plugin installed and pointing at a hook that exists.
+/// `required`: `doctor hermes` was asked for, so its absence is a problem.
+pub fn doctor(required: bool) -> HostReport {
+    let check = |status, detail: String| {
+        Check::new(Some(Harness::Hermes), "plugin_installed", status, detail)
     };
+    let install = "agentnotify-hook install-harness hermes";
     let found = plugin_dir().map(|dir| (std::fs::read_to_string(dir.join("__init__.py")), dir));
-    let line = match found {
-        Err(e) => check(Status::Fail, e.to_string(), None),
+    let (set_up, line) = match found {
+        Err(e) => (false, check(Status::Fail, e.to_string())),
         Ok((Ok(text), dir)) if text.contains(MARK) => match hook_of(&text) {
-            Some(hook) if crate::fsutil::is_executable_file(Path::new(&hook)) => check(
-                Status::Ok,
-                format!(
-                    "{} (runs {hook}); enabled by {}",
-                    dir.display(),
-                    CONSENT.join(", ")
+            Some(hook) if crate::fsutil::is_executable_file(Path::new(&hook)) => (
+                true,
+                check(
+                    Status::Ok,
+                    format!(
+                        "{} (runs {hook}); enabled by {}",
+                        dir.display(),
+                        CONSENT.join(", ")
+                    ),
                 ),
-                None,
             ),
-            _ => check(
-                Status::Fail,
-                format!("{} runs a hook that is missing", dir.display()),
-                Some("agentnotify-hook install-harness hermes".into()),
+            _ => (
+                true,
+                check(
+                    Status::Fail,
+                    format!("{} runs a hook that is missing", dir.display()),
+                )
+                .fix(install),
             ),
         },
-        Ok((_, dir)) => check(
-            if explicit { Status::Fail } else { Status::Info },
-            format!("no agentnotify plugin in {}", dir.display()),
-            Some("agentnotify-hook install-harness hermes".into()),
+        Ok((_, dir)) => (
+            false,
+            check(
+                absent(required),
+                format!("no agentnotify plugin in {}", dir.display()),
+            )
+            .fix(install),
         ),
     };
-    let installed = line.status == Status::Ok;
-    report.checks.push(line);
-    if installed && !others_named {
-        for c in report.checks.iter_mut().filter(|c| {
-            c.name == "hook_installed" && c.host != Some("hermes") && c.status == Status::Fail
-        }) {
-            c.status = Status::Info;
-        }
+    HostReport {
+        set_up,
+        checks: vec![line],
     }
-    report.ok = report.checks.iter().all(|c| c.status != Status::Fail);
 }
 
 /// The hook path written into an installed plugin.

@@ -11,6 +11,54 @@ use super::error::SetupError;
 /// A host agent whose `PermissionRequest` hook we manage: the bridge's own.
 pub use crate::hook::Host;
 
+/// Every host the setup commands know: the value of `install-harness`, `uninstall-harness`
+/// and `doctor`'s host argument. Claude Code and Codex take our hook into JSON config files
+/// (their [`Host`], shared with the bridge); the others take an integration of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Harness {
+    /// Claude Code: the hooks in its settings.json
+    Claude,
+    /// Codex: the hooks in its hooks.json, trusted in config.toml
+    Codex,
+    /// Pi: an extension in its extensions folder that asks before bash, edit and write run
+    Pi,
+    /// Hermes Agent: an approval transport plugin (you enable it in its config.yaml)
+    Hermes,
+    /// OpenClaw: a systemd user service answering its Gateway's exec approvals
+    Openclaw,
+}
+
+impl Harness {
+    /// In the order `doctor` reports them.
+    pub const ALL: [Harness; 5] = [
+        Harness::Claude,
+        Harness::Codex,
+        Harness::Pi,
+        Harness::Hermes,
+        Harness::Openclaw,
+    ];
+
+    /// The name on the command line and in `doctor`'s report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::Pi => "pi",
+            Harness::Hermes => "hermes",
+            Harness::Openclaw => "openclaw",
+        }
+    }
+}
+
+impl From<Host> for Harness {
+    fn from(host: Host) -> Harness {
+        match host {
+            Host::Claude => Harness::Claude,
+            Host::Codex => Harness::Codex,
+        }
+    }
+}
+
 /// Which of a host's config files to edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scope {
@@ -161,6 +209,18 @@ mod tests {
             ..Env::default()
         };
         assert_eq!(env.project_root().unwrap(), dir.path());
+    }
+
+    #[test]
+    fn every_harness_is_named_as_clap_parses_it() {
+        use clap::ValueEnum;
+        for h in Harness::ALL {
+            assert_eq!(Harness::from_str(h.as_str(), false), Ok(h));
+        }
+        assert_eq!(Harness::value_variants(), Harness::ALL);
+        for host in Host::ALL {
+            assert_eq!(Harness::from(host).as_str(), host.as_str());
+        }
     }
 
     #[test]

@@ -14,8 +14,11 @@
 //! (planning), [`json_config`] (pure JSON edits), [`codex`] and [`codex_trust`] (Codex's
 //! root rule and trust entries), [`doctor`] (with [`health`], the broker probe through the loopback client, and
 //! [`links`], the channels and Relay links), [`command`] (the hook command line),
-//! [`host`] (where files live), [`snippets`] (what we write, from the top-level `harness/`),
-//! [`files`] / [`plan`] (safe file replacement), [`diff`]; [`hermes`] (Hermes' plugin, SPEC §10.2).
+//! [`host`] (where files live, and [`host::Harness`], every host the commands take),
+//! [`snippets`] (what we write, from the top-level `harness/`), [`files`] / [`plan`] (safe
+//! file replacement), [`diff`]; the hosts that are not hook hosts (SPEC §10.2), each with
+//! its install, uninstall and doctor: [`pi`] (Pi's extension), [`hermes`] (Hermes' plugin),
+//! [`openclaw`] (OpenClaw's user unit).
 
 pub mod cli;
 pub mod codex;

@@ -3,22 +3,17 @@
 //! `install-harness openclaw` / `uninstall-harness openclaw`, and `doctor`'s checks.
 //! Nothing is started: install prints the `systemctl --user` step instead.
 //!
-//! OpenClaw is not a hook host, so it has its own small argument parser here, reached
-//! from [`super::cli::main`] when the host argument is `openclaw`.
+//! OpenClaw is not a hook host: the command line parses its options (`--url`,
+//! `--agentnotify`) with the others' and calls [`install`], [`uninstall`] and [`doctor`].
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-
-use super::doctor::{Check, Status};
+use super::doctor::{absent, Check, HostReport, Status};
 use super::error::SetupError;
 use super::files::Snapshot;
-use super::host::Env;
+use super::host::{Env, Harness};
 use super::plan::FileChange;
-use crate::adapters::openclaw::DEFAULT_URL;
-use crate::exit::{self, Exit};
 use crate::paths::Paths;
 
 const UNIT: &str = include_str!("../../harness/openclaw/agentnotify-openclaw.service");
@@ -28,72 +23,16 @@ pub const TOKEN_FILE: &str = "openclaw_gateway_token";
 /// What marks a unit file as ours (install replaces it, uninstall removes it).
 const OURS: &str = "openclaw watch";
 
-#[derive(Debug, Parser)]
-#[command(name = "agentnotify-hook", bin_name = "agentnotify-hook")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Install the systemd user unit that runs `agentnotify openclaw watch`
-    InstallHarness(InstallArgs),
-    /// Remove that unit again
-    UninstallHarness(UninstallArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct InstallArgs {
-    /// `openclaw`
-    #[arg(value_parser = ["openclaw"])]
-    host: String,
-    /// The Gateway's WebSocket URL
-    #[arg(long, default_value = DEFAULT_URL)]
-    url: String,
-    /// The agentnotify executable the unit runs [default: the one beside this program]
-    #[arg(long, value_name = "PATH")]
-    agentnotify: Option<PathBuf>,
-    /// Replace a unit file that is not ours
-    #[arg(long)]
-    force: bool,
-    /// Print the change as a diff and write nothing
-    #[arg(long)]
-    dry_run: bool,
-}
-
-#[derive(Debug, clap::Args)]
-struct UninstallArgs {
-    /// `openclaw`
-    #[arg(value_parser = ["openclaw"])]
-    host: String,
-    /// Print the change as a diff and write nothing
-    #[arg(long)]
-    dry_run: bool,
-}
-
-/// True for `install-harness … openclaw …` and `uninstall-harness … openclaw …`.
-pub fn is_for_openclaw(args: &[OsString]) -> bool {
-    matches!(
-        args.get(1).and_then(|a| a.to_str()),
-        Some("install-harness" | "uninstall-harness")
-    ) && args.iter().skip(2).any(|a| a == "openclaw")
-}
-
-pub fn main(args: &[OsString]) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
-        Err(e) => return exit::clap_error(&e),
-    };
-    let env = Env::from_process();
-    let result = match cli.command {
-        Command::InstallHarness(a) => install(&env, a),
-        Command::UninstallHarness(a) => uninstall(&env, a.dry_run),
-    };
-    match result {
-        Ok(()) => Exit::Ok.code(),
-        Err(e) => exit::fail("agentnotify-hook", &e),
-    }
+/// What `install-harness openclaw` was asked to write.
+#[derive(Debug)]
+pub struct InstallOptions {
+    /// The Gateway's WebSocket URL.
+    pub url: String,
+    /// The `agentnotify` the unit runs; `None`: the one beside this program.
+    pub agentnotify: Option<PathBuf>,
+    /// Replace a unit file that is not ours.
+    pub force: bool,
+    pub dry_run: bool,
 }
 
 /// `$XDG_CONFIG_HOME/systemd/user/agentnotify-openclaw.service`, else under `~/.config`.
@@ -131,7 +70,9 @@ pub fn unit_text(agentnotify: &Path, url: &str, token_file: &Path, home: Option<
     }
 }
 
-fn install(env: &Env, a: InstallArgs) -> Result<(), SetupError> {
+/// `install-harness openclaw`: writes the unit (replacing only ours, unless `force`) and
+/// prints the steps it leaves to the person.
+pub fn install(env: &Env, a: InstallOptions) -> Result<(), SetupError> {
     let agentnotify = match a.agentnotify {
         Some(p) => p,
         None => std::env::current_exe()
@@ -195,7 +136,8 @@ fn install(env: &Env, a: InstallArgs) -> Result<(), SetupError> {
     Ok(())
 }
 
-fn uninstall(env: &Env, dry_run: bool) -> Result<(), SetupError> {
+/// `uninstall-harness openclaw`: removes the unit, only if it is ours.
+pub fn uninstall(env: &Env, dry_run: bool) -> Result<(), SetupError> {
     let path = unit_path(env)?;
     let before = Snapshot::read(&path)?;
     match &before.bytes {
@@ -224,23 +166,43 @@ fn uninstall(env: &Env, dry_run: bool) -> Result<(), SetupError> {
 }
 
 /// `doctor`'s OpenClaw lines: the unit, the token file, and whether the Gateway it names
-/// accepts a connection now. Not installed is only worth knowing.
-pub fn doctor_checks(env: &Env) -> Vec<Check> {
+/// accepts a connection now. `required`: `doctor openclaw` was asked for; otherwise a unit
+/// not installed is worth a line only where OpenClaw is used (on PATH).
+pub fn doctor(env: &Env, required: bool) -> HostReport {
+    let absent_report = |line: Check| HostReport {
+        set_up: false,
+        checks: vec![line],
+    };
+    let install = "agentnotify-hook install-harness openclaw";
     let path = match unit_path(env) {
         Ok(p) => p,
-        Err(_) => return Vec::new(),
+        Err(e) if required => {
+            return absent_report(check("openclaw_unit", Status::Fail, e.to_string()))
+        }
+        Err(_) => {
+            return HostReport {
+                set_up: false,
+                checks: Vec::new(),
+            }
+        }
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) if t.contains(OURS) => t,
-        // Not installed: worth a line only where OpenClaw is used.
-        _ if env.which("openclaw").is_none() => return Vec::new(),
+        _ if !required && env.which("openclaw").is_none() => {
+            return HostReport {
+                set_up: false,
+                checks: Vec::new(),
+            }
+        }
         _ => {
-            return vec![check(
-                "openclaw_unit",
-                Status::Info,
-                format!("not installed ({})", path.display()),
+            return absent_report(
+                check(
+                    "openclaw_unit",
+                    absent(required),
+                    format!("not installed ({})", path.display()),
+                )
+                .fix(install),
             )
-            .fix("agentnotify-hook install-harness openclaw")]
         }
     };
     let mut checks = vec![check(
@@ -291,19 +253,15 @@ pub fn doctor_checks(env: &Env) -> Vec<Check> {
     if let Some(url) = url {
         checks.push(gateway_reachable(&url));
     }
-    checks
+    HostReport {
+        set_up: true,
+        checks,
+    }
 }
 
 /// One `doctor` line about OpenClaw.
 fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
-    Check {
-        host: Some("openclaw"),
-        name,
-        status,
-        detail: detail.into(),
-        fix: None,
-        trust: None,
-    }
+    Check::new(Some(Harness::Openclaw), name, status, detail)
 }
 
 /// A TCP connect to the Gateway's port: cheap, and enough to tell "not running".
@@ -362,23 +320,5 @@ mod tests {
         assert!(text.contains(
             "ExecStart=\"/opt/an/agentnotify\" openclaw watch --url ws://127.0.0.1:18789 --token-file \"/home/me/.config/agentnotify/openclaw_gateway_token\""
         ));
-    }
-
-    #[test]
-    fn only_openclaw_setup_commands_are_routed_here() {
-        let args = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
-        assert!(is_for_openclaw(&args(&[
-            "x",
-            "install-harness",
-            "openclaw"
-        ])));
-        assert!(is_for_openclaw(&args(&[
-            "x",
-            "uninstall-harness",
-            "--dry-run",
-            "openclaw"
-        ])));
-        assert!(!is_for_openclaw(&args(&["x", "install-harness", "claude"])));
-        assert!(!is_for_openclaw(&args(&["x", "doctor", "openclaw"])));
     }
 }

@@ -9,16 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
 use serde_json::Value;
 
-use super::doctor::{Check, Report, Status};
+use super::doctor::{absent, Check, HostReport, Status};
 use super::error::SetupError;
 use super::files::{backup_path, Snapshot};
-use super::host::Env;
+use super::host::{Env, Harness};
 use super::install::Planned;
 use super::plan::FileChange;
-use crate::exit::{self, Exit};
 
 /// The extension, as shipped.
 pub const EXTENSION: &str = include_str!("../../harness/pi/agentnotify.ts");
@@ -28,59 +26,23 @@ pub const FILE_NAME: &str = "agentnotify.ts";
 const MARK: &str = "agentnotify-hook install-harness pi";
 const PLACEHOLDER: &str = "\"{{hook}}\"";
 
-/// `install-harness pi` / `uninstall-harness pi`.
-#[derive(Debug, Parser)]
-#[command(name = "agentnotify-hook", bin_name = "agentnotify-hook")]
-struct PiCli {
-    /// install-harness or uninstall-harness
-    action: String,
-    /// pi
-    host: String,
-    /// Accepted for symmetry with the other hosts: the extension always asks
-    #[arg(long)]
-    ask: bool,
-    /// agentnotify-hook executable the extension runs [default: this program's absolute path]
-    #[arg(long, value_name = "PATH")]
+/// `install-harness pi`: writes the extension running `command_path` (default: this program).
+/// `force`: replace an `agentnotify.ts` that is not ours (kept in a `.bak` file).
+pub fn install(
+    env: &Env,
     command_path: Option<PathBuf>,
-    /// Replace (or remove) an agentnotify.ts that is not ours (kept in a .bak file)
-    #[arg(long)]
     force: bool,
-    /// Print the changes as a diff and write nothing
-    #[arg(long)]
     dry_run: bool,
+) -> Result<(), SetupError> {
+    let path = extension_path(env)?;
+    let planned = plan_install(&path, &super::cli::command_path(command_path)?, force)?;
+    super::cli::finish(planned, dry_run)
 }
 
-/// Runs `install-harness pi` or `uninstall-harness pi`; `None` for any other command.
-pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
-    let action = args.get(1)?.to_str()?;
-    let install = match action {
-        "install-harness" => true,
-        "uninstall-harness" => false,
-        _ => return None,
-    };
-    if args.get(2)? != "pi" {
-        return None;
-    }
-    let cli = match PiCli::try_parse_from(args) {
-        Ok(cli) => cli,
-        Err(e) => return Some(exit::clap_error(&e)),
-    };
-    let env = Env::from_process();
-    let result = extension_path(&env).and_then(|path| {
-        let planned = match install {
-            true => plan_install(
-                &path,
-                &super::cli::command_path(cli.command_path)?,
-                cli.force,
-            )?,
-            false => plan_uninstall(&path, cli.force)?,
-        };
-        super::cli::finish(planned, cli.dry_run)
-    });
-    Some(match result {
-        Ok(()) => Exit::Ok.code(),
-        Err(e) => exit::fail("agentnotify-hook", &e),
-    })
+/// `uninstall-harness pi`: removes our extension (`force`: also one that is not ours).
+pub fn uninstall(env: &Env, force: bool, dry_run: bool) -> Result<(), SetupError> {
+    let planned = plan_uninstall(&extension_path(env)?, force)?;
+    super::cli::finish(planned, dry_run)
 }
 
 /// `$PI_CODING_AGENT_DIR/extensions/agentnotify.ts`, else under `~/.pi/agent`.
@@ -168,33 +130,35 @@ fn plan_uninstall(path: &Path, force: bool) -> Result<Planned, SetupError> {
     })
 }
 
-/// Adds the Pi checks to a doctor report. `required`: `doctor pi` was asked for.
-/// `others_named`: Claude or Codex was named (then they must be set up whatever Pi has).
-pub fn doctor(env: &Env, report: &mut Report, required: bool, others_named: bool) {
-    let check = |name, status, detail: String, fix: Option<&str>| Check {
-        host: Some("pi"),
-        name,
-        status,
-        detail,
-        fix: fix.map(str::to_string),
-        trust: None,
+/// `doctor`'s Pi lines: the extension ours and the executable it runs. `required`: `doctor pi`
+/// was asked for, so its absence is a problem.
+pub fn doctor(env: &Env, required: bool) -> HostReport {
+    let check = |name, status, detail: String, fix: Option<&str>| {
+        let check = Check::new(Some(Harness::Pi), name, status, detail);
+        match fix {
+            Some(fix) => check.fix(fix),
+            None => check,
+        }
     };
     let path = match extension_path(env) {
         Ok(p) => p,
         Err(e) => {
-            report.checks.push(check(
-                "extension_installed",
-                Status::Fail,
-                e.to_string(),
-                None,
-            ));
-            report.ok = false;
-            return;
+            return HostReport {
+                set_up: false,
+                checks: vec![check(
+                    "extension_installed",
+                    Status::Fail,
+                    e.to_string(),
+                    None,
+                )],
+            }
         }
     };
     let install = "run: agentnotify-hook install-harness pi";
     let mut checks = Vec::new();
-    match std::fs::read(&path) {
+    let bytes = std::fs::read(&path);
+    let set_up = bytes.as_deref().is_ok_and(is_ours);
+    match bytes {
         Ok(bytes) if is_ours(&bytes) => {
             checks.push(check(
                 "extension_installed",
@@ -227,34 +191,21 @@ pub fn doctor(env: &Env, report: &mut Report, required: bool, others_named: bool
                     Some(install),
                 ),
             });
-            // A Pi extension is a host set up: the others are then only worth knowing.
-            if !others_named {
-                for c in report
-                    .checks
-                    .iter_mut()
-                    .filter(|c| c.name == "hook_installed")
-                {
-                    if c.status == Status::Fail {
-                        c.status = Status::Info;
-                    }
-                }
-            }
         }
         Ok(_) => checks.push(check(
             "extension_installed",
-            if required { Status::Fail } else { Status::Info },
+            absent(required),
             format!("{} is not agentnotify's extension", path.display()),
             Some("move that file aside, then run: agentnotify-hook install-harness pi"),
         )),
         Err(_) => checks.push(check(
             "extension_installed",
-            if required { Status::Fail } else { Status::Info },
+            absent(required),
             format!("not installed ({})", path.display()),
             Some(install),
         )),
     }
-    report.checks.extend(checks);
-    report.ok = report.checks.iter().all(|c| c.status != Status::Fail);
+    HostReport { set_up, checks }
 }
 
 /// The executable an installed extension runs: its `const HOOK = "…";` line.

@@ -1126,6 +1126,188 @@ fn usage_errors_and_help() {
     assert!(!sb.claude_settings().exists());
 }
 
+#[test]
+fn the_help_lists_every_host_one_line_each() {
+    let sb = Sandbox::new();
+    for command in ["install-harness", "uninstall-harness", "doctor"] {
+        let out = sb.run(&[command, "--help"]);
+        assert_code(&out, 0);
+        let help = stdout(&out);
+        for host in ["claude", "codex", "pi", "hermes", "openclaw"] {
+            let lines = help
+                .lines()
+                .filter(|l| l.trim_start().starts_with(&format!("- {host}:")))
+                .count();
+            assert_eq!(lines, 1, "{command}: {host} in\n{help}");
+        }
+    }
+    // Each host's files are named in install-harness' help.
+    let help = stdout(&sb.run(&["install-harness", "--help"]));
+    for file in [
+        "settings.json",
+        "hooks.json",
+        "agentnotify.ts",
+        "plugins/agentnotify/",
+        "agentnotify-openclaw.service",
+    ] {
+        assert!(help.contains(file), "{file}: {help}");
+    }
+}
+
+#[test]
+fn an_option_of_another_host_is_a_usage_error_naming_both() {
+    let sb = Sandbox::new();
+    for (args, says) in [
+        (
+            &["install-harness", "hermes", "--url", "ws://127.0.0.1:1"][..],
+            "--url applies to openclaw only, not hermes",
+        ),
+        (
+            &["install-harness", "openclaw", "--scope", "project"][..],
+            "--scope applies to claude and codex only, not openclaw",
+        ),
+        (
+            &["install-harness", "pi", "--notify"][..],
+            "--notify applies to claude and codex only, not pi",
+        ),
+        (
+            &[
+                "install-harness",
+                "openclaw",
+                "--command-path",
+                "/x/agentnotify-hook",
+            ][..],
+            "--command-path applies to claude, codex, pi and hermes only, not openclaw",
+        ),
+        (
+            &[
+                "install-harness",
+                "claude",
+                "--agentnotify",
+                "/x/agentnotify",
+            ][..],
+            "--agentnotify applies to openclaw only, not claude",
+        ),
+        (
+            &["install-harness", "hermes", "--force"][..],
+            "--force applies to claude, codex, pi and openclaw only, not hermes",
+        ),
+        (
+            &["uninstall-harness", "claude", "--force"][..],
+            "--force applies to pi only, not claude",
+        ),
+        (
+            &["uninstall-harness", "hermes", "--scope", "user"][..],
+            "--scope applies to claude and codex only, not hermes",
+        ),
+    ] {
+        let out = sb.run(args);
+        assert_code(&out, 2);
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    // Nothing was written for any of them.
+    assert!(!sb.home.join(".config").exists());
+    assert!(!sb.home.join(".hermes").exists());
+    assert!(!sb.home.join(".pi").exists());
+    assert!(!sb.claude_settings().exists());
+}
+
+#[test]
+fn doctor_openclaw_is_accepted_and_reports_the_unit() {
+    let sb = Sandbox::new();
+    let openclaw = |checks: &Value| -> Vec<Value> {
+        checks["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["host"] == "openclaw")
+            .cloned()
+            .collect()
+    };
+    // Named and not set up: a problem, with the fix; no other host is checked.
+    let out = sb.run(&["doctor", "openclaw", "--json"]);
+    assert_code(&out, 1);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines = openclaw(&report);
+    assert_eq!(lines.len(), 1, "{report:#}");
+    assert_eq!(lines[0]["name"], "openclaw_unit");
+    assert_eq!(lines[0]["status"], "fail");
+    assert!(lines[0]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("install-harness openclaw"));
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["host"].is_null() || c["host"] == "openclaw"));
+    // Unnamed, not installed and openclaw not on PATH: not mentioned.
+    let report: Value = serde_json::from_slice(&sb.run(&["doctor", "--json"]).stdout).unwrap();
+    assert!(openclaw(&report).is_empty(), "{report:#}");
+
+    // Set up (the unit, and the token it names): doctor openclaw is all good, and so is
+    // doctor, OpenClaw being a host set up.
+    let agentnotify = sb.bin.join("agentnotify");
+    std::fs::write(&agentnotify, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&agentnotify, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = sb.run(&[
+        "install-harness",
+        "openclaw",
+        "--agentnotify",
+        agentnotify.to_str().unwrap(),
+        "--url",
+        "ws://127.0.0.1:9",
+    ]);
+    assert_code(&out, 0);
+    assert!(sb
+        .home
+        .join(".config/systemd/user/agentnotify-openclaw.service")
+        .exists());
+    let token = sb.agentnotify_home.join("openclaw_gateway_token");
+    write(&token, "tok\n");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = sb.run(&["doctor", "openclaw", "--json"]);
+    assert_code(&out, 0);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<String> = openclaw(&report)
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "openclaw_unit",
+            "openclaw_command",
+            "openclaw_token",
+            "openclaw_gateway"
+        ],
+        "{report:#}"
+    );
+    let out = sb.run(&["doctor"]);
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("info  claude: hook installed: not installed"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn doctor_with_no_host_set_up_says_so_once() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["doctor"]);
+    assert_code(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("FAIL  hosts: none is set up") && text.contains("1 problem(s) found."),
+        "{text}"
+    );
+    for host in ["claude", "codex", "pi", "hermes"] {
+        assert!(text.contains(&format!("info  {host}: ")), "{host}: {text}");
+    }
+}
+
 /// The Codex trust hash of a Stop handler: `event_name: "stop"`, and no `matcher` key (the
 /// group has none; verified with the real Codex by the host suite).
 fn recipe_hash_stop(command: &str, timeout: u64) -> String {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::setup::error::SetupError;
-use crate::setup::host::{Env, Host};
+use crate::setup::host::{Env, Harness, Host};
 
 /// How `setup` finds and names one host.
 pub struct HostRow {
@@ -62,7 +62,7 @@ pub struct OtherHost {
     pub name: &'static str,
     pub program: &'static str,
     /// The `agentnotify-hook install-harness` argument.
-    pub harness: &'static str,
+    pub harness: Harness,
     /// What the integration is, in a few words.
     pub what: &'static str,
 }
@@ -71,19 +71,19 @@ pub const OTHER_HOSTS: &[OtherHost] = &[
     OtherHost {
         name: "Pi",
         program: "pi",
-        harness: "pi",
+        harness: Harness::Pi,
         what: "an extension that asks before bash, edit and write run",
     },
     OtherHost {
         name: "Hermes Agent",
         program: "hermes",
-        harness: "hermes",
+        harness: Harness::Hermes,
         what: "an approval transport plugin (you enable it in Hermes' config.yaml)",
     },
     OtherHost {
         name: "OpenClaw",
         program: "openclaw",
-        harness: "openclaw",
+        harness: Harness::Openclaw,
         what: "a user service that answers the Gateway's exec approvals",
     },
 ];

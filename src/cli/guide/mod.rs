@@ -244,14 +244,14 @@ fn other_host(
         return Ok(false);
     };
     println!("  {}: {} found", host.name, found.display());
-    let command = format!("agentnotify-hook install-harness {}", host.harness);
+    let command = format!("agentnotify-hook install-harness {}", host.harness.as_str());
     println!("  {}: {}; this runs `{command}`", host.name, host.what);
     if !ask.confirm(&format!("Install it for {}?", host.name), true, true)? {
         println!("  {}: left as it is.", host.name);
         return Ok(false);
     }
     let out = std::process::Command::new(hook)
-        .args(["install-harness", host.harness])
+        .args(["install-harness", host.harness.as_str()])
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| {
