@@ -114,7 +114,7 @@ async fn pair(http: &Http, url: &str, n: usize) -> Fleet {
             tokio::spawn(async move {
                 let mut out = Vec::new();
                 for d in (w..n).step_by(workers) {
-                    let token = format!("bench-pairing-token-{d:08}");
+                    let token = format!("bench-pairing-{inst_id}-{d:08}");
                     http.post(format!("{url}/v1/pairings"), Some(&inst_token),
                         &json!({"pairing_id": format!("p{d}"), "pairing_token": token, "expires_at": pe})).await;
                     let key = agentnotify_relay_proto::seal::KeyPair::generate().public_b64();
@@ -215,13 +215,43 @@ async fn store_and_fan_out(
     let workers = 16;
     let per = count / workers;
     let started = Instant::now();
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
+    let ids: Vec<String> = f.devices[..streams].iter().map(|d| d.0.clone()).collect();
+    let senders = (0..workers)
+        .map(|_| (f.inst_token.clone(), ids.clone()))
+        .collect();
+    store_envelopes(http, urls, senders, per, &f.expires, tag).await;
+    let rate = (per * workers) as f64 / started.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while received.load(Ordering::Relaxed) - before < per * workers && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let fanned = received.load(Ordering::Relaxed) - before;
+    (
+        rate,
+        fanned as f64 / started.elapsed().as_secs_f64(),
+        fanned,
+    )
+}
+
+/// Stores `per` envelopes from each sender (an installation's token and the devices it
+/// stores for, in turn) at once, the senders spread over `urls`; returns per second stored.
+async fn store_envelopes(
+    http: &Http,
+    urls: &[String],
+    senders: Vec<(String, Vec<String>)>,
+    per: usize,
+    expires: &str,
+    tag: &str,
+) -> f64 {
+    let started = Instant::now();
+    let total = per * senders.len();
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .enumerate()
+        .map(|(w, (token, ids))| {
             let http = http.clone();
             let url = urls[w % urls.len()].clone();
-            let token = f.inst_token.clone();
-            let ids: Vec<String> = f.devices[..streams].iter().map(|d| d.0.clone()).collect();
-            let (expires, tag) = (f.expires.clone(), tag.to_string());
+            let (expires, tag) = (expires.to_string(), tag.to_string());
             tokio::spawn(async move {
                 for i in 0..per {
                     let device = &ids[(w * per + i) % ids.len()];
@@ -239,17 +269,7 @@ async fn store_and_fan_out(
     for t in tasks {
         t.await.unwrap();
     }
-    let rate = (per * workers) as f64 / started.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while received.load(Ordering::Relaxed) - before < per * workers && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let fanned = received.load(Ordering::Relaxed) - before;
-    (
-        rate,
-        fanned as f64 / started.elapsed().as_secs_f64(),
-        fanned,
-    )
+    total as f64 / started.elapsed().as_secs_f64()
 }
 
 /// The broker's side: long-polls at `url` from `cursor`, reports each answer accepted, and
@@ -407,6 +427,13 @@ pub(crate) async fn run(scale: f64) {
         "- paired {devices} devices in {:.1} s (8 at once, one process)",
         started.elapsed().as_secs_f64()
     );
+    // 16 more installations of one device each: writes of different installations do not
+    // wait for each other.
+    let mut tenants = Vec::new();
+    for _ in 0..16 {
+        let t = pair(&http, &a.url, 1).await;
+        tenants.push((t.inst_token.clone(), vec![t.devices[0].0.clone()]));
+    }
     for procs in [1usize, 2] {
         let b = (procs == 2).then(|| start_relay(home.path(), &pg.url()));
         let mut urls = vec![a.url.clone()];
@@ -445,8 +472,17 @@ pub(crate) async fn run(scale: f64) {
         )
         .await;
         lat.sort();
+        let spread = store_envelopes(
+            &http,
+            &urls,
+            tenants.clone(),
+            stored / 16,
+            &fleet.expires,
+            &format!("{procs:x}s"),
+        )
+        .await;
         println!(
-            "- **{procs} process{}**: envelopes stored **{rate:.0}/s** (16 clients), {fanned}/{stored} fanned out live to {streams} streams at **{fan_rate:.0}/s**; answers round-tripped **{arate:.0}/s** (16 devices, one broker long-poll); answer → broker p50 **{}** / p99 **{}** ({n} answers, {devices} paired devices{}); RSS per held stream {:.1} KiB",
+            "- **{procs} process{}**: envelopes stored **{rate:.0}/s** (16 clients, one installation), **{spread:.0}/s** (16 clients, an installation each), {fanned}/{stored} fanned out live to {streams} streams at **{fan_rate:.0}/s**; answers round-tripped **{arate:.0}/s** (16 devices, one broker long-poll); answer → broker p50 **{}** / p99 **{}** ({n} answers, {devices} paired devices{}); RSS per held stream {:.1} KiB",
             if procs == 1 { "" } else { "es" },
             crate::ms(percentile(&lat, 0.5)),
             crate::ms(percentile(&lat, 0.99)),

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use std::time::Duration;
 
-use crate::kv::{Tree, Write};
+use crate::kv::{Scope, Tree, Write};
 use crate::live::{Change, HEARTBEAT};
 use crate::store::{
     decode_cursor, encode_cursor, key2, sha256_hex, AnswerRecord, InstallationRecord,
@@ -87,8 +87,8 @@ struct InstallationBody {
 pub(crate) async fn register_installation(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let b: InstallationBody = body(req).await?;
     check_len("pairing_token", &b.pairing_token, 16, 200)?;
-    let mut w = s.write().await?;
     let id = agentnotify_model::new_id();
+    let mut w = s.write(Scope::Installation(&id)).await?;
     w.put_json(
         Tree::Installations,
         id.as_bytes(),
@@ -133,7 +133,7 @@ pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) ->
         ));
     }
     let key = sha256_hex(b.pairing_token.as_bytes());
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     if w.get(Tree::Pairings, key.as_bytes()).await?.is_some() {
         return Err(conflict(
             "pairing_exists",
@@ -185,7 +185,7 @@ pub(crate) async fn register_device(s: &RelayServer, req: Request<Incoming>) -> 
     let key = sha256_hex(b.pairing_token.as_bytes());
     // Checked and used up inside one write: two phones racing with one code get one
     // device, whichever Relay process each reached.
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&b.installation_id)).await?;
     let mut pairing: PairingRecord = w
         .get_json(Tree::Pairings, key.as_bytes())
         .await?
@@ -247,7 +247,9 @@ pub(crate) async fn subscribe_push(
         keys: b.keys,
     };
     sub.check(allow_http).map_err(ApiError::bad_request)?;
-    let mut w = s.write().await?;
+    let mut w = s
+        .write(Scope::Installation(&device.installation_id))
+        .await?;
     w.put_json(Tree::PushSubscriptions, device.device_id.as_bytes(), &sub)
         .await?;
     w.commit(s).await?;
@@ -273,7 +275,9 @@ pub(crate) async fn push_subscription(s: &RelayServer, req: &Request<Incoming>) 
 /// `DELETE /v1/devices/push-subscription`.
 pub(crate) async fn unsubscribe_push(s: &RelayServer, req: &Request<Incoming>) -> Handled {
     let device = s.device(req).await?;
-    let mut w = s.write().await?;
+    let mut w = s
+        .write(Scope::Installation(&device.installation_id))
+        .await?;
     let removed = w
         .remove(Tree::PushSubscriptions, device.device_id.as_bytes())
         .await?
@@ -292,7 +296,7 @@ pub(crate) async fn delete_device(
     device_id: &str,
 ) -> Handled {
     let inst = s.installation(req).await?;
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     let ours = w
         .get_json::<DeviceInfo>(Tree::Devices, device_id.as_bytes())
         .await?
@@ -356,9 +360,9 @@ pub(crate) async fn put_envelope(s: &RelayServer, req: Request<Incoming>) -> Han
                 "device_id is not a device of this installation",
             )
         })?;
-    e.installation_id = inst;
+    e.installation_id = inst.clone();
     e.stored_at = Some(Timestamp::now().to_rfc3339());
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     let replaced = w.put_envelope(&e).await?;
     w.announce(Change::Envelope {
         device: device.device_id.clone(),
@@ -403,7 +407,7 @@ pub(crate) async fn delete_envelope(
             ApiError::bad_request("event_id must be interaction:<32 lowercase hex characters>")
         })?
         .to_string();
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     let deleted = withdraw(&mut w, &inst, &interaction).await?;
     w.put(
         Tree::Withdrawn,
@@ -508,7 +512,7 @@ pub(crate) async fn post_answer(s: &RelayServer, req: Request<Incoming>) -> Hand
     let body_sha256 = sha256_hex(&raw);
     // One write from the first read to the commit: "first answer wins" is decided here,
     // by the store, whichever process the answers reached.
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     let id_key = key2(&inst, a.response_id.as_bytes());
     if let Some(seq) = w.get(Tree::AnswerIds, &id_key).await? {
         let rec: Option<AnswerRecord> = w.get_json(Tree::Answers, &key2(&inst, &seq)).await?;
@@ -690,7 +694,7 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
     }
     // One write: an accepted answer and the withdrawal of its question from every device
     // become durable together, or not at all.
-    let mut w = s.write().await?;
+    let mut w = s.write(Scope::Installation(&inst)).await?;
     let mut updated = 0;
     for r in b.results {
         let Some(seq) = w

@@ -9,7 +9,7 @@
 
 use agentnotify_relay_proto::wire::{DeviceInfo, Envelope};
 
-use crate::kv::{Tree, Write};
+use crate::kv::{Scope, Tree, Write};
 use crate::live::Change;
 use crate::store::{key2, sha256_hex, AnswerRecord, RelayServer, StoreFail};
 
@@ -182,7 +182,7 @@ impl RelayServer {
         if self.kv.get(Tree::Meta, BUILT).await?.is_some() {
             return Ok(());
         }
-        let mut w = self.write().await?;
+        let mut w = self.write(Scope::Relay).await?;
         if w.get(Tree::Meta, BUILT).await?.is_some() {
             return Ok(());
         }
@@ -222,7 +222,7 @@ mod tests {
     use agentnotify_model::Timestamp;
     use agentnotify_relay_proto::wire::{AnswerPost, AnswerResult, Envelope};
 
-    use crate::kv::Tree;
+    use crate::kv::{Scope, Tree};
     use crate::store::{key2, AnswerRecord, RelayServer};
 
     fn envelope(device: &str, i: usize, expires: Timestamp) -> Envelope {
@@ -251,7 +251,7 @@ mod tests {
         let now = Timestamp::now();
         let long_ago = now.minus(Duration::from_secs(2 * 3600));
         let soon = now.plus(Duration::from_secs(600));
-        let mut w = s.write().await.unwrap();
+        let mut w = s.write(Scope::Relay).await.unwrap();
         for i in 0..1_203 {
             let live = i % 400 == 0;
             let e = envelope(
@@ -302,7 +302,7 @@ mod tests {
         );
         assert_eq!(count(&s, Tree::Answers).await, 1);
         assert_eq!(count(&s, Tree::AnswerIds).await, 1);
-        let mut w = s.write().await.unwrap();
+        let mut w = s.write(Scope::Relay).await.unwrap();
         assert_eq!(
             w.withdraw_event("inst", &format!("interaction:{:032x}", 400))
                 .await

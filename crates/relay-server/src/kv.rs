@@ -131,6 +131,17 @@ impl Sled {
     }
 }
 
+/// What a write may change, and so which other writers it waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// One installation's records and its devices': waits only for writers of the same
+    /// installation (every contract rule that needs atomicity lies within one).
+    Installation(&'a str),
+    /// Anything: waits for every writer, and they for it (pruning, indexing, Relay-wide
+    /// settings).
+    Relay,
+}
+
 /// Where the Relay keeps its state.
 pub(crate) enum Kv {
     Sled(Sled),
@@ -192,16 +203,17 @@ impl Kv {
         }
     }
 
-    /// Starts a change: waits until no other writer (in any process) is between its reads
-    /// and its commit.
-    pub(crate) async fn write(&self) -> Result<Write<'_>, StoreFail> {
+    /// Starts a change: waits until no other writer (in any process) whose scope overlaps
+    /// `scope` is between its reads and its commit. sled has one process and one writer at
+    /// a time whatever the scope.
+    pub(crate) async fn write(&self, scope: Scope<'_>) -> Result<Write<'_>, StoreFail> {
         Ok(match self {
             Kv::Sled(s) => Write::Sled {
                 kv: s,
                 _guard: s.write.lock().await,
                 changes: Vec::new(),
             },
-            Kv::Pg(p) => Write::Pg(Box::new(p.write().await?)),
+            Kv::Pg(p) => Write::Pg(Box::new(p.write(scope).await?)),
         })
     }
 }

@@ -5,9 +5,11 @@
 //! tokio-postgres with deadpool: plain runtime queries (no database needed to build), the
 //! asynchronous notifications `LISTEN` needs, and far fewer dependencies than sqlx.
 //!
-//! Every write takes one transaction-scoped advisory lock first, so writers in all processes
-//! run one after another, exactly as the sled store's write lock does in one process: "first
-//! answer wins" and "an accepted answer withdraws the question" are decided by the database.
+//! Every write takes transaction-scoped advisory locks first: writers of one installation, in
+//! all processes, run one after another, as the sled store's write lock makes every writer
+//! do in one process, so "first answer wins" and "an accepted answer withdraws the question"
+//! are decided by the database. Writers of different installations run side by side; a
+//! Relay-wide write (pruning, indexing) waits for all of them and they for it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,15 +19,23 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::kv::{prefix_end, Pairs, Tree};
+use sha2::Digest;
+
+use crate::kv::{prefix_end, Pairs, Scope, Tree};
 use crate::live::Change;
 use crate::store::{key2, StoreFail};
 
 /// The channel every process listens on.
 const CHANNEL: &str = "agentnotify_relay";
-/// Advisory lock keys: one for writes, one for migrations (arbitrary, fixed).
+/// Advisory lock keys (arbitrary, fixed): Relay-wide writes hold the write lock alone, an
+/// installation's writes share it and hold their installation's lock alone; migrations
+/// have their own.
 const WRITE_LOCK: i64 = 0x6167_6e74_7772;
 const MIGRATE_LOCK: i64 = 0x6167_6e74_6d67;
+/// The first half of an installation's two-part lock key (a key space apart from the
+/// 64-bit keys above); the second half is from the installation id's SHA-256. Two
+/// installations sharing a half only wait for each other.
+const INSTALLATION_LOCKS: i32 = 0x6167_6e74;
 /// Connections per process.
 const POOL_SIZE: usize = 16;
 /// How long a request waits for a connection (or to make one) before it hears 503.
@@ -132,18 +142,25 @@ impl Pg {
         Ok(())
     }
 
-    pub(crate) async fn write(&self) -> Result<PgWrite, StoreFail> {
+    pub(crate) async fn write(&self, scope: Scope<'_>) -> Result<PgWrite, StoreFail> {
         let c = self.client().await?;
-        let mut w = PgWrite {
-            client: None,
+        // One round trip: the transaction and its locks (integers only, formatted in).
+        let begin = match scope {
+            Scope::Relay => format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK});"),
+            Scope::Installation(id) => {
+                let digest = sha2::Sha256::digest(id.as_bytes());
+                let half = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+                format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
+                     SELECT pg_advisory_xact_lock({INSTALLATION_LOCKS}, {half});"
+                )
+            }
+        };
+        let w = PgWrite {
+            client: Some(c),
             changes: Vec::new(),
         };
-        c.batch_execute("BEGIN").await.map_err(unavailable)?;
-        w.client = Some(c);
-        let c = w.c();
-        c.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
-            .await
-            .map_err(unavailable)?;
+        w.c().batch_execute(&begin).await.map_err(unavailable)?;
         Ok(w)
     }
 }

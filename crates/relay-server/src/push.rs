@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use web_push_native::jwt_simple::algorithms::{ECDSAP256KeyPairLike, ES256KeyPair};
 use web_push_native::{p256, Auth, WebPushBuilder};
 
-use crate::kv::Tree;
+use crate::kv::{Scope, Tree};
 use crate::live::Change;
 use crate::store::{RelayServer, StoreFail};
 
@@ -65,7 +65,7 @@ impl Vapid {
     /// The key every process of a PostgreSQL-backed Relay shares (a subscription is bound to
     /// it): made by whichever process starts first, kept in the database's `meta` tree.
     pub(crate) async fn shared(server: &RelayServer, subject: &str) -> Result<Vapid, StoreFail> {
-        let mut w = server.write().await?;
+        let mut w = server.write(Scope::Relay).await?;
         let raw = match w.get(Tree::Meta, b"vapid_key").await? {
             Some(raw) => raw,
             None => {
@@ -313,7 +313,7 @@ async fn drop_subscription(
     device: &str,
     sub: &Subscription,
 ) -> Result<(), StoreFail> {
-    let mut w = server.write().await?;
+    let mut w = server.write(Scope::Relay).await?;
     let current: Option<Subscription> = w
         .get_json(Tree::PushSubscriptions, device.as_bytes())
         .await?;

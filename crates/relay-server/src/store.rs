@@ -17,7 +17,7 @@ use hyper::{header, Request, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::handlers::forbidden;
-use crate::kv::{Kv, Tree, Write};
+use crate::kv::{Kv, Scope, Tree, Write};
 
 /// Expired envelopes are kept this long, so a late answer is told "expired", not "unknown".
 pub(crate) const EXPIRED_GRACE: Duration = Duration::from_secs(3600);
@@ -243,8 +243,8 @@ impl RelayServer {
         Ok(out)
     }
 
-    pub(crate) async fn write(&self) -> Result<Write<'_>, StoreFail> {
-        self.kv.write().await
+    pub(crate) async fn write(&self, scope: Scope<'_>) -> Result<Write<'_>, StoreFail> {
+        self.kv.write(scope).await
     }
 
     /// The device's envelopes that have not expired.
@@ -386,7 +386,7 @@ impl RelayServer {
                 .map(|(k, _)| k)
                 .collect();
             if !keys.is_empty() {
-                let mut w = self.write().await?;
+                let mut w = self.write(Scope::Relay).await?;
                 for key in keys {
                     if let Some(v) = w.get(t, key).await? {
                         if stale(&v) {
