@@ -133,7 +133,8 @@ pub(crate) async fn register_pairing(s: &RelayServer, req: Request<Incoming>) ->
         ));
     }
     let key = sha256_hex(b.pairing_token.as_bytes());
-    let mut w = s.write(Scope::Installation(&inst)).await?;
+    // Relay-wide: codes are keyed by their hash across installations, and pairing is rare.
+    let mut w = s.write(Scope::Relay).await?;
     if w.get(Tree::Pairings, key.as_bytes()).await?.is_some() {
         return Err(conflict(
             "pairing_exists",
