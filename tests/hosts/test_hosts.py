@@ -754,12 +754,22 @@ class ClaudeTuiTests(HostTest):
         choices sends it, are the same text: updatedInput.answers has Claude's format."""
         w, _ = self.several()
         # In Claude's dialog: Fuzz, then Lint, then an Other text; then Other for the branch.
-        for keys in (["Down", "Down", "Enter"], ["Up", "Up", "Enter"], ["Down", "Down", "Down"],
-                     ["-l", self.OTHER], ["Down", "Enter"], ["Down", "Down"],
-                     ["-l", "hotfix/7"], ["Enter"]):
+        # After each step's keys, the dialog shows what they did (the line under its cursor;
+        # at the end, the review screen) before the next keys go in.
+        steps = [
+            (["Down", "Down", "Enter"], "❯ 3. [✔] Fuzz"),
+            (["Up", "Up", "Enter"], "❯ 1. [✔] Lint"),
+            (["Down", "Down", "Down"], "❯ 4. [ ] Type something"),
+            (["-l", self.OTHER], f"❯ 4. [✔] {self.OTHER}"),
+            (["Down", "Enter"], "❯ 1. main"),
+            (["Down", "Down"], "❯ 3. Type something."),
+            (["-l", "hotfix/7"], "❯ 3. hotfix/7"),
+            (["Enter"], "Submit answers"),
+        ]
+        for keys, shown in steps:
             w.keys(*keys)
-            time.sleep(0.3)  # the TUI's key handling is not observable otherwise
-        wait_for("the review screen", lambda: "Submit answers" in w.screen(), QUESTION_LIMIT)
+            wait_for(f"Claude's dialog to show {shown!r}", lambda s=shown: s in w.screen(),
+                     QUESTION_LIMIT)
         w.keys("Enter")
         wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
         dialog = result_text(w.fake.anthropic_tool_results()[0])
