@@ -42,10 +42,37 @@ struct Shown {
     choices: Vec<String>,
 }
 
+/// One session-bus connection and what was learnt over it.
+struct Session {
+    conn: zbus::Connection,
+    /// The notification server's capabilities, read on the first notification over this
+    /// connection instead of before every one (a round trip for an answer that does not
+    /// change while the server runs). A new connection starts without them, and a failed
+    /// `Notify` forgets them: the server may have gone or been replaced.
+    capabilities: Mutex<Option<Vec<String>>>,
+}
+
+impl Session {
+    /// Whether the server lists `name`, asking it only when not known for this connection.
+    async fn has_capability(&self, name: &str) -> Result<bool, String> {
+        if let Some(caps) = &*self.capabilities.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Ok(caps.iter().any(|c| c == name));
+        }
+        let caps: Vec<String> = call(&self.conn, "GetCapabilities", &()).await?;
+        let has = caps.iter().any(|c| c == name);
+        *self.capabilities.lock().unwrap_or_else(|p| p.into_inner()) = Some(caps);
+        Ok(has)
+    }
+
+    fn forget_capabilities(&self) {
+        *self.capabilities.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
 /// The desktop side: one session-bus connection, opened on first use.
 #[derive(Default)]
 pub struct Desktop {
-    conn: OnceCell<zbus::Connection>,
+    conn: OnceCell<Session>,
     /// Why the last connection attempt failed, if it did.
     last_error: Mutex<Option<String>>,
     /// Notification id → what it answers (questions with buttons only).
@@ -61,6 +88,25 @@ fn unavailable(id: &str, why: impl Into<String>) -> ChannelError {
     ChannelError::Unavailable(id.to_string(), why.into())
 }
 
+/// Calls `method` of the notification server, within [`CALL_TIMEOUT`].
+async fn call<B, R>(conn: &zbus::Connection, method: &str, body: &B) -> Result<R, String>
+where
+    B: serde::Serialize + zvariant::DynamicType,
+    R: for<'d> zvariant::DynamicDeserialize<'d>,
+{
+    let reply = tokio::time::timeout(
+        CALL_TIMEOUT,
+        conn.call_method(Some(NAME), PATH, Some(NAME), method, body),
+    )
+    .await
+    .map_err(|_| format!("{method} timed out"))?
+    .map_err(|e| format!("{method} failed: {e}"))?;
+    reply
+        .body()
+        .deserialize::<R>()
+        .map_err(|e| format!("{method} answered oddly: {e}"))
+}
+
 impl Desktop {
     /// Whether notifications can be shown here, and if not why.
     pub fn availability(&self) -> Result<(), String> {
@@ -73,7 +119,7 @@ impl Desktop {
         }
     }
 
-    async fn connection(&self) -> Result<&zbus::Connection, String> {
+    async fn connection(&self) -> Result<&Session, String> {
         if let Err(e) = self.availability() {
             if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
                 return Err(e);
@@ -83,7 +129,10 @@ impl Desktop {
             .conn
             .get_or_try_init(|| async {
                 match tokio::time::timeout(CALL_TIMEOUT, zbus::Connection::session()).await {
-                    Ok(Ok(c)) => Ok(c),
+                    Ok(Ok(conn)) => Ok(Session {
+                        conn,
+                        capabilities: Mutex::new(None),
+                    }),
                     Ok(Err(e)) => Err(format!("cannot reach the session D-Bus: {e}")),
                     Err(_) => Err("the session D-Bus did not answer".to_string()),
                 }
@@ -102,24 +151,6 @@ impl Desktop {
         }
     }
 
-    async fn call<B, R>(&self, conn: &zbus::Connection, method: &str, body: &B) -> Result<R, String>
-    where
-        B: serde::Serialize + zvariant::DynamicType,
-        R: for<'d> zvariant::DynamicDeserialize<'d>,
-    {
-        let reply = tokio::time::timeout(
-            CALL_TIMEOUT,
-            conn.call_method(Some(NAME), PATH, Some(NAME), method, body),
-        )
-        .await
-        .map_err(|_| format!("{method} timed out"))?
-        .map_err(|e| format!("{method} failed: {e}"))?;
-        reply
-            .body()
-            .deserialize::<R>()
-            .map_err(|e| format!("{method} answered oddly: {e}"))
-    }
-
     /// Shows (or replaces, with the receipt of an earlier showing) a notification.
     pub async fn show(
         &self,
@@ -128,12 +159,11 @@ impl Desktop {
         question: Option<&Interaction>,
         previous: Option<Value>,
     ) -> Result<Option<Value>, ChannelError> {
-        let conn = self.connection().await.map_err(|e| unavailable(&c.id, e))?;
-        let caps: Vec<String> = self
-            .call(conn, "GetCapabilities", &())
+        let session = self.connection().await.map_err(|e| unavailable(&c.id, e))?;
+        let has_actions = session
+            .has_capability("actions")
             .await
             .map_err(|e| ChannelError::failed(e, None))?;
-        let has_actions = caps.iter().any(|c| c == "actions");
         // A choice whose id is the click's own key could be answered by a click on the
         // notification itself: such a question gets no buttons.
         let buttons = match question {
@@ -171,23 +201,25 @@ impl Desktop {
         if buttons.is_some() {
             hints.insert("resident", zvariant::Value::Bool(true));
         }
-        let id: u32 = self
-            .call(
-                conn,
-                "Notify",
-                &(
-                    "agentnotify",
-                    replaces,
-                    "",
-                    content.title.as_str(),
-                    content.body.as_str(),
-                    &actions,
-                    &hints,
-                    -1i32,
-                ),
-            )
-            .await
-            .map_err(|e| ChannelError::failed(e, None))?;
+        let id: u32 = call(
+            &session.conn,
+            "Notify",
+            &(
+                "agentnotify",
+                replaces,
+                "",
+                content.title.as_str(),
+                content.body.as_str(),
+                &actions,
+                &hints,
+                -1i32,
+            ),
+        )
+        .await
+        .map_err(|e| {
+            session.forget_capabilities();
+            ChannelError::failed(e, None)
+        })?;
         if let Some(q) = buttons {
             self.shown.lock().unwrap_or_else(|p| p.into_inner()).insert(
                 id,
@@ -226,11 +258,11 @@ impl Desktop {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        let conn = self
+        let session = self
             .connection()
             .await
             .map_err(|e| unavailable("desktop", e))?;
-        self.call::<_, ()>(conn, "CloseNotification", &(id,))
+        call::<_, ()>(&session.conn, "CloseNotification", &(id,))
             .await
             .map_err(|e| ChannelError::failed(e, None))
     }
@@ -251,7 +283,7 @@ impl Desktop {
     }
 
     async fn listen_once(&self, hub: &Hub) -> Result<(), String> {
-        let conn = self.connection().await?;
+        let conn = &self.connection().await?.conn;
         let rule = zbus::MatchRule::builder()
             .msg_type(zbus::message::Type::Signal)
             .interface(NAME)

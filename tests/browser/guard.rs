@@ -3,19 +3,14 @@
 
 use serde_json::json;
 
-use crate::daemon::TestDaemon;
-use crate::live::{browser_or_skip, card, id, settled, WAIT};
-use crate::webdriver::Driver;
+use crate::live::{allow_once_from_the_page, browser_or_skip, card, id, settled, signed_in, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_question_never_moves_the_card_being_read_nor_takes_its_click() {
     let Some(browser) = browser_or_skip() else {
         return;
     };
-    let d = TestDaemon::start();
-    let wd = Driver::start(&browser).await;
-    wd.goto(&d.link()).await;
-    wd.wait_for("#live[data-live='on']", WAIT).await;
+    let (d, wd) = signed_in(&browser).await;
 
     let first = d
         .ask(json!({"kind": "permission", "agent": "claude", "prompt": "cargo test"}))
@@ -87,16 +82,5 @@ async fn a_new_question_never_moves_the_card_being_read_nor_takes_its_click() {
     assert_eq!(d.get(id(&second)).await["status"], "pending");
 
     // Once it has stood still for a second, one click answers it.
-    let ready = wd
-        .wait_for(
-            &format!("{} button[data-choice='allow-once']", settled(&second)),
-            WAIT,
-        )
-        .await;
-    wd.click(&ready).await;
-    let done = d.wait_done(id(&second), 15).await;
-    assert_eq!(done["status"], "answered");
-    assert_eq!(done["response"]["source"], "web");
-    let errors = wd.console_errors().await;
-    assert!(errors.is_empty(), "browser console errors: {errors:#?}");
+    allow_once_from_the_page(&d, &wd, &second).await;
 }

@@ -40,6 +40,33 @@ pub fn id(q: &Value) -> &str {
     q["id"].as_str().unwrap()
 }
 
+/// A fresh daemon and a browser signed in to its web UI with a one-time link, the page
+/// listening live: where a test of the signed-in page starts.
+pub async fn signed_in(browser: &Browser) -> (TestDaemon, Driver) {
+    let d = TestDaemon::start();
+    let wd = Driver::start(browser).await;
+    wd.goto(&d.link()).await;
+    wd.wait_for("#live[data-live='on']", WAIT).await;
+    (d, wd)
+}
+
+/// One click on `q`'s "Allow once" once its click guard is over; checks that the broker
+/// recorded the answer from the web and that the page logged no error.
+pub async fn allow_once_from_the_page(d: &TestDaemon, wd: &Driver, q: &Value) {
+    let allow = wd
+        .wait_for(
+            &format!("{} button[data-choice='allow-once']", settled(q)),
+            WAIT,
+        )
+        .await;
+    wd.click(&allow).await;
+    let done = d.wait_done(id(q), 15).await;
+    assert_eq!(done["status"], "answered");
+    assert_eq!(done["response"]["source"], "web");
+    let errors = wd.console_errors().await;
+    assert!(errors.is_empty(), "browser console errors: {errors:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_every_kind_live_in_a_real_browser() {
     let Some(browser) = browser_or_skip() else {

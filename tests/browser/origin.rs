@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::daemon::TestDaemon;
-use crate::live::{browser_or_skip, card, id, settled, WAIT};
-use crate::webdriver::Driver;
+use crate::live::{allow_once_from_the_page, browser_or_skip, card, id, signed_in, WAIT};
 
 /// A plain local web server on an ephemeral port that records every request head it gets.
 struct OtherServer {
@@ -69,10 +67,7 @@ async fn another_local_origin_cannot_obtain_or_use_the_session_nor_sign_it_out()
     let Some(browser) = browser_or_skip() else {
         return;
     };
-    let d = TestDaemon::start();
-    let wd = Driver::start(&browser).await;
-    wd.goto(&d.link()).await;
-    wd.wait_for("#live[data-live='on']", WAIT).await;
+    let (d, wd) = signed_in(&browser).await;
     let q = d
         .ask(json!({"kind": "permission", "agent": "claude", "prompt": "git push --force"}))
         .await;
@@ -172,16 +167,5 @@ async fn another_local_origin_cannot_obtain_or_use_the_session_nor_sign_it_out()
     // Back on the page, with the tossed cookies in the browser: still signed in, and it answers.
     wd.goto(&format!("{}/ui/", d.url)).await;
     wd.wait_for("#live[data-live='on']", WAIT).await;
-    let allow = wd
-        .wait_for(
-            &format!("{} button[data-choice='allow-once']", settled(&q)),
-            WAIT,
-        )
-        .await;
-    wd.click(&allow).await;
-    let done = d.wait_done(id(&q), 15).await;
-    assert_eq!(done["status"], "answered");
-    assert_eq!(done["response"]["source"], "web");
-    let errors = wd.console_errors().await;
-    assert!(errors.is_empty(), "browser console errors: {errors:#?}");
+    allow_once_from_the_page(&d, &wd, &q).await;
 }

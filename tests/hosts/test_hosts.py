@@ -34,58 +34,28 @@ import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 from fakemodel import FakeModel  # noqa: E402
+from hostlib import (  # noqa: E402
+    AGENTNOTIFY, BIN_DIR, HOOK, KEEP, MARKER_CMD, BrokerCli, broker_env, pid_alive, wait_for,
+)
 
-BIN_DIR = Path(os.environ.get("AGENTNOTIFY_BIN_DIR") or REPO / "target" / "debug").resolve()
-AGENTNOTIFY = BIN_DIR / "agentnotify"
-HOOK = BIN_DIR / "agentnotify-hook"
 CLAUDE = os.environ.get("CLAUDE_BIN") or ""
 CODEX = os.environ.get("CODEX_BIN") or ""
-KEEP = os.environ.get("HOSTS_KEEP") == "1"
 
 DENY_MESSAGE = "Denied via agentnotify"
 HOST_RUN_LIMIT = 90      # seconds one host run may take before the test fails
 QUESTION_LIMIT = 45      # seconds to wait for the hook's question to appear
-MARKER_CMD = "echo ran > marker.txt"
 
 # Outside connection attempts the hosts made (refused by the fake proxy), for the summary.
 OUTSIDE: list[str] = []
 
 
-def wait_for(what: str, probe: Callable[[], Any], limit: float, interval: float = 0.1) -> Any:
-    """Polls `probe` until it returns something truthy; fails after `limit` seconds."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return True
-
-
-class World:
+class World(BrokerCli):
     """One test's sandbox: folders, the fake model, our CLI, the host's environment."""
 
     def __init__(self, test: unittest.TestCase, script: list[dict[str, Any]],
@@ -110,14 +80,7 @@ class World:
 
     def base_env(self) -> dict[str, str]:
         """A clean environment: nothing of the real user's home or credentials."""
-        env = {
-            "PATH": f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "LANG": "C.UTF-8",
-            "HOME": str(self.home),
-            "TMPDIR": str(self.root),
-            "AGENTNOTIFY_HOME": str(self.an_home),
-            "AGENTNOTIFY_PORT": "0",
-        }
+        env = broker_env(self.home, self.root, self.an_home)
         if os.environ.get("RUST_BACKTRACE"):
             env["RUST_BACKTRACE"] = os.environ["RUST_BACKTRACE"]
         return env
@@ -195,21 +158,14 @@ trust_level = "trusted"
         return wait_for(f"the notification {title!r}", probe, QUESTION_LIMIT, 0.2)
 
     def broker_pid(self) -> int | None:
-        try:
-            info = json.loads((self.an_home / "broker.json").read_text())
-        except (OSError, ValueError):
-            return None
-        pid = info.get("pid")
-        return pid if isinstance(pid, int) and pid_alive(pid) else None
+        """The broker's pid while it runs."""
+        pid = super().broker_pid()
+        return pid if pid is not None and pid_alive(pid) else None
 
     def start_broker(self) -> int:
         """A warm broker, started on demand by our CLI before the host runs."""
         self.run(AGENTNOTIFY, "interactions", "list")
         return wait_for("the broker", self.broker_pid, 10)
-
-    def interactions(self, *filters: str) -> list[dict[str, Any]]:
-        r = self.run(AGENTNOTIFY, "interactions", "list", "--json", *filters)
-        return json.loads(r.stdout)["interactions"]
 
     def question(self, host_proc: subprocess.Popen[Any] | None = None) -> dict[str, Any]:
         """Waits until a question this test has not answered yet is pending; returns it."""
@@ -217,24 +173,9 @@ trust_level = "trusted"
             if host_proc is not None and host_proc.poll() is not None:
                 raise AssertionError(f"the host exited ({host_proc.returncode}) before "
                                      f"asking: {self.tail()}")
-            fresh = [i for i in self.interactions("--pending") if i["id"] not in self.answered]
-            return fresh[0] if fresh else None
+            return self.unanswered()
 
         return wait_for("the hook's question", probe, QUESTION_LIMIT, 0.2)
-
-    def respond(self, item: dict[str, Any], choice: str) -> dict[str, Any]:
-        return self.respond_with(item, "--choice", choice)
-
-    def respond_with(self, item: dict[str, Any], *answer: str) -> dict[str, Any]:
-        """Answers with any of --choice / --choice-ids / --text."""
-        self.answered.add(item["id"])
-        r = self.run(AGENTNOTIFY, "interactions", "respond", item["id"],
-                     "--digest", item["request_digest"], "--nonce", item["nonce"], *answer)
-        return json.loads(r.stdout)
-
-    def status_of(self, item_id: str) -> str:
-        r = self.run(AGENTNOTIFY, "interactions", "get", item_id)
-        return json.loads(r.stdout)["status"]
 
     # ---- hosts -----------------------------------------------------------------------
 
@@ -813,12 +754,22 @@ class ClaudeTuiTests(HostTest):
         choices sends it, are the same text: updatedInput.answers has Claude's format."""
         w, _ = self.several()
         # In Claude's dialog: Fuzz, then Lint, then an Other text; then Other for the branch.
-        for keys in (["Down", "Down", "Enter"], ["Up", "Up", "Enter"], ["Down", "Down", "Down"],
-                     ["-l", self.OTHER], ["Down", "Enter"], ["Down", "Down"],
-                     ["-l", "hotfix/7"], ["Enter"]):
+        # After each step's keys, the dialog shows what they did (the line under its cursor;
+        # at the end, the review screen) before the next keys go in.
+        steps = [
+            (["Down", "Down", "Enter"], "❯ 3. [✔] Fuzz"),
+            (["Up", "Up", "Enter"], "❯ 1. [✔] Lint"),
+            (["Down", "Down", "Down"], "❯ 4. [ ] Type something"),
+            (["-l", self.OTHER], f"❯ 4. [✔] {self.OTHER}"),
+            (["Down", "Enter"], "❯ 1. main"),
+            (["Down", "Down"], "❯ 3. Type something."),
+            (["-l", "hotfix/7"], "❯ 3. hotfix/7"),
+            (["Enter"], "Submit answers"),
+        ]
+        for keys, shown in steps:
             w.keys(*keys)
-            time.sleep(0.3)  # the TUI's key handling is not observable otherwise
-        wait_for("the review screen", lambda: "Submit answers" in w.screen(), QUESTION_LIMIT)
+            wait_for(f"Claude's dialog to show {shown!r}", lambda s=shown: s in w.screen(),
+                     QUESTION_LIMIT)
         w.keys("Enter")
         wait_for("the turn to end", lambda: "All done." in w.screen(), HOST_RUN_LIMIT)
         dialog = result_text(w.fake.anthropic_tool_results()[0])

@@ -25,31 +25,19 @@ import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-BIN_DIR = Path(os.environ.get("AGENTNOTIFY_BIN_DIR") or REPO / "target" / "debug").resolve()
-AGENTNOTIFY = BIN_DIR / "agentnotify"
-HOOK = BIN_DIR / "agentnotify-hook"
+sys.path.insert(0, str(HERE))
+
+from hostlib import AGENTNOTIFY, KEEP, BrokerCli, wait_for  # noqa: E402
+
 OPENCLAW = os.environ.get("OPENCLAW_BIN") or ""
 NODE_DIR = os.environ.get("OPENCLAW_NODE_DIR") or ""
-KEEP = os.environ.get("HOSTS_KEEP") == "1"
 TOKEN = "gateway-test-token"
 TURN_LIMIT = 120      # seconds one agent turn may take
 QUESTION_LIMIT = 90   # seconds until the watcher's question appears
 INTERNAL = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT"
-
-
-def wait_for(what: str, probe: Callable[[], Any], limit: float, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + limit
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def free_port() -> int:
@@ -204,7 +192,7 @@ class Gateway:
         self.proc = None
 
 
-class World:
+class World(BrokerCli):
     """One test: its agentnotify home, broker, watcher and victim folder."""
 
     def __init__(self, test: unittest.TestCase, gateway: Gateway) -> None:
@@ -225,9 +213,12 @@ class World:
                 "HOME": str(self.root), "AGENTNOTIFY_HOME": str(self.an_home),
                 "AGENTNOTIFY_PORT": "0"}
 
+    def run(self, exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), *args], env=self.env(), capture_output=True,
+                              text=True, timeout=60, check=True)
+
     def agentnotify(self, *args: str) -> str:
-        return subprocess.run([str(AGENTNOTIFY), *args], env=self.env(), capture_output=True,
-                              text=True, timeout=60, check=True).stdout
+        return self.run(AGENTNOTIFY, *args).stdout
 
     def start_watch(self) -> None:
         env = {**self.env(), "OPENCLAW_GATEWAY_TOKEN": TOKEN}
@@ -259,7 +250,7 @@ class World:
         return out
 
     def pending(self) -> list[dict[str, Any]]:
-        return json.loads(self.agentnotify("interactions", "list", "--pending", "--json"))["interactions"]
+        return self.interactions("--pending")
 
     def question(self) -> dict[str, Any]:
         return wait_for("the watcher's question",
@@ -275,12 +266,6 @@ class World:
     def wait_settled(self, item_id: str) -> dict[str, Any]:
         return json.loads(self.agentnotify("interactions", "wait", item_id, "--timeout", "30"))
 
-    def broker_pid(self) -> int | None:
-        try:
-            return json.loads((self.an_home / "broker.json").read_text())["pid"]
-        except (OSError, ValueError, KeyError):
-            return None
-
     def close(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -289,12 +274,7 @@ class World:
                 except (ProcessLookupError, PermissionError):
                     p.kill()
                 p.wait()
-        pid = self.broker_pid()
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.kill_broker()
         if not KEEP:
             shutil.rmtree(self.root, ignore_errors=True)
 

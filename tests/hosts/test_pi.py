@@ -35,32 +35,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
+from hostlib import (  # noqa: E402
+    AGENTNOTIFY, BIN_DIR, HOOK, KEEP, MARKER_CMD, BrokerCli, broker_env, wait_for,
+)
 from pimodel import PiModel  # noqa: E402
 
-BIN_DIR = Path(os.environ.get("AGENTNOTIFY_BIN_DIR") or REPO / "target" / "debug").resolve()
-AGENTNOTIFY = BIN_DIR / "agentnotify"
-HOOK = BIN_DIR / "agentnotify-hook"
 PI = os.environ.get("PI_BIN") or ""
-KEEP = os.environ.get("HOSTS_KEEP") == "1"
 DIALOGS_EXT = HERE / "pi_dialogs.ts"
 
 LIMIT = 60               # seconds any one thing may take before the test fails
-MARKER_CMD = "echo ran > marker.txt"
-
-
-def wait_for(what: str, probe: Callable[[], Any], limit: float = LIMIT) -> Any:
-    """Polls `probe` (a CLI call each time) until it returns something truthy."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class Rpc:
@@ -120,7 +105,7 @@ class Rpc:
         return self.expect("tool_execution_end", lambda r: r.get("type") == "tool_execution_end")
 
 
-class World:
+class World(BrokerCli):
     def __init__(self, test: unittest.TestCase, script: list[dict[str, Any]]):
         self.test = test
         self.root = Path(tempfile.mkdtemp(prefix="agentnotify-pi-"))
@@ -140,19 +125,14 @@ class World:
     def env(self, **extra: str) -> dict[str, str]:
         # Anything not for the fake model goes to it as a proxy and is refused.
         url = self.model.url.removesuffix("/v1")
-        env = {
-            "PATH": f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "LANG": "C.UTF-8",
-            "HOME": str(self.home),
-            "TMPDIR": str(self.root),
-            "AGENTNOTIFY_HOME": str(self.an_home),
-            "AGENTNOTIFY_PORT": "0",
+        env = broker_env(self.home, self.root, self.an_home)
+        env.update({
             "PI_CODING_AGENT_DIR": str(self.agent_dir),
             "PI_OFFLINE": "1",
             "PI_SKIP_VERSION_CHECK": "1",
             "PI_DIALOG_LOG": str(self.dialog_log),
             "HTTPS_PROXY": url, "HTTP_PROXY": url, "NO_PROXY": "127.0.0.1,localhost",
-        }
+        })
         env.update(extra)
         return env
 
@@ -179,32 +159,12 @@ class World:
         rpc.send({"id": "p1", "type": "prompt", "message": "Please do the task."})
         return rpc
 
-    def interactions(self, *filters: str) -> list[dict[str, Any]]:
-        r = self.run(AGENTNOTIFY, "interactions", "list", "--json", *filters)
-        return json.loads(r.stdout)["interactions"]
-
     def question(self) -> dict[str, Any]:
-        def probe() -> dict[str, Any] | None:
-            fresh = [i for i in self.interactions("--pending") if i["id"] not in self.answered]
-            return fresh[0] if fresh else None
-        return wait_for("the broker's question", probe)
-
-    def respond(self, item: dict[str, Any], *answer: str) -> None:
-        self.answered.add(item["id"])
-        self.run(AGENTNOTIFY, "interactions", "respond", item["id"], "--digest",
-                 item["request_digest"], "--nonce", item["nonce"], *answer)
-
-    def status_of(self, item_id: str) -> str:
-        return json.loads(self.run(AGENTNOTIFY, "interactions", "get", item_id).stdout)["status"]
+        return wait_for("the broker's question", self.unanswered, LIMIT)
 
     def becomes(self, item_id: str, status: str) -> None:
-        wait_for(f"question {item_id} to be {status}", lambda: self.status_of(item_id) == status)
-
-    def broker_pid(self) -> int | None:
-        try:
-            return json.loads((self.an_home / "broker.json").read_text())["pid"]
-        except (OSError, ValueError, KeyError):
-            return None
+        wait_for(f"question {item_id} to be {status}", lambda: self.status_of(item_id) == status,
+                 LIMIT)
 
     def dialogs(self) -> list[dict[str, Any]]:
         if not self.dialog_log.exists():
@@ -230,12 +190,7 @@ class World:
                             s.close()
                         except OSError:
                             pass
-            pid = self.broker_pid()
-            if pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            self.kill_broker()
         finally:
             self.model.__exit__(None, None, None)
             if KEEP:
@@ -265,7 +220,7 @@ class PiExtensionTests(unittest.TestCase):
         self.assertEqual(q["kind"], "permission")
         self.assertEqual(q["agent"], "pi")
         self.assertEqual(q.get("body"), MARKER_CMD)
-        w.respond(q, "--choice", "allow-once")
+        w.respond(q, "allow-once")
         end = rpc.tool_end()
         self.assertFalse(end.get("isError"), end)
         rpc.settled()
@@ -275,7 +230,7 @@ class PiExtensionTests(unittest.TestCase):
         w, rpc = self.world()
         rpc.ui_request("select")
         q = w.question()
-        w.respond(q, "--choice", "deny")
+        w.respond(q, "deny")
         end = rpc.tool_end()
         self.assertTrue(end.get("isError"), end)
         rpc.settled()
@@ -335,7 +290,7 @@ class PiPrintModeTests(unittest.TestCase):
         return w
 
     def test_allow_from_the_broker_runs_the_tool(self) -> None:
-        w = self.run_print(lambda w: w.respond(w.question(), "--choice", "allow-once"))
+        w = self.run_print(lambda w: w.respond(w.question(), "allow-once"))
         self.assertTrue(w.marker())
 
     def test_a_broker_killed_mid_wait_blocks_the_call(self) -> None:
@@ -362,16 +317,16 @@ class PiRpcTests(unittest.TestCase):
         q = w.question()
         self.assertEqual((q["kind"], q["prompt"]), ("single_choice", "Pick a colour"))
         self.assertEqual([c["label"] for c in q["choices"]], ["red", "green", "blue sky"])
-        w.respond(q, "--choice", "o3")
+        w.respond(q, "o3")
         q = w.question()
         self.assertEqual((q["kind"], q.get("body")), ("permission", "It touches production."))
-        w.respond(q, "--choice", "allow-once")
+        w.respond(q, "allow-once")
         q = w.question()
         self.assertEqual((q["kind"], q["prompt"]), ("text", "Your name?"))
-        w.respond(q, "--text", "Ada")
+        w.respond_with(q, "--text", "Ada")
         q = w.question()
         self.assertEqual((q["kind"], q.get("body")), ("text", "first draft"))
-        w.respond(q, "--text", "second draft")
+        w.respond_with(q, "--text", "second draft")
         rpc.tool_end()
         rpc.settled()
         self.assertEqual(w.dialogs(), [
@@ -392,13 +347,13 @@ class PiRpcTests(unittest.TestCase):
         q = w.question()
         self.assertEqual([c["label"] for c in q["choices"]], ["Allow", "Deny"])
         self.assertEqual(len(w.interactions("--pending")), 1, "one call, one question")
-        w.respond(q, "--choice", "o1")
+        w.respond(q, "o1")
         self.assertFalse(rpc.tool_end().get("isError"))
         self.assertTrue(w.marker())
 
     def test_confirm_denied_through_the_broker(self) -> None:
         w, rpc = self.world("confirm")
-        w.respond(w.question(), "--choice", "deny")
+        w.respond(w.question(), "deny")
         rpc.settled()
         self.assertEqual(w.dialogs(), [{"method": "confirm", "value": False}])
 

@@ -369,6 +369,8 @@ async fn desktop_without_actions_shows_no_buttons_and_repeats_replace_in_place()
         last.contains("\"agentnotify\" 2 "),
         "replaces the second notification: {last}"
     );
+    // Three notifications over one connection: the server's capabilities were asked once.
+    assert_eq!(calls.matches("GetCapabilities").count(), 1, "{calls}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -371,6 +371,7 @@ async fn every_ui_response_carries_the_security_headers() {
         (Method::GET, "/ui/", vec![]),
         (Method::GET, "/ui", vec![]),
         (Method::GET, "/ui/app.js", vec![]),
+        (Method::GET, "/ui/base.css", vec![]),
         (Method::GET, "/ui/app.css", vec![]),
         (Method::GET, "/ui/icon.svg", vec![]),
         (Method::GET, "/ui/nope", vec![]),

@@ -9,6 +9,7 @@ const CACHE = 'agentnotify-app-v1';
 const SHELL = [
   './',
   'index.html',
+  'base.css',
   'app.css',
   'manifest.webmanifest',
   'icon.svg',

@@ -10,6 +10,10 @@ use include_dir::{include_dir, Dir};
 
 static APP: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/app");
 
+/// The stylesheet the phone app shares with the broker's web UI, which serves it too (at
+/// `/ui/base.css`): one file for both, kept here with the app's other files.
+pub const BASE_CSS: &str = include_str!("../app/base.css");
+
 /// The policy every `/app/` reply carries.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 img-src 'self' data:; connect-src 'self'; manifest-src 'self'; worker-src 'self'; \

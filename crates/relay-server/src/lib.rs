@@ -5,7 +5,8 @@
 //! It is deliberately dumb: it routes opaque sealed boxes and never judges an answer — the
 //! broker does (SPEC §3.3). What it can see and do is listed in `docs/RELAY.md`.
 //!
-//! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP.
+//! - `app`: the phone app's files (`app/`), served at `/app/` with a strict CSP; its
+//!   `base.css` is the web UI's too ([`BASE_CSS`]).
 //! - `store`: the durable state and its records, tokens kept only as hashes.
 //! - `index`: an installation's devices and a question's recipients, without full scans.
 //! - `kv`: the two stores behind one interface (sled, the default; PostgreSQL).
@@ -27,6 +28,7 @@ mod push;
 mod routes;
 mod store;
 
+pub use app::BASE_CSS;
 pub use cli::{ServeArgs, DEFAULT_RELAY_PORT};
 pub use routes::{run, ServeOptions};
 pub use store::{RelayServer, RelayServerError};

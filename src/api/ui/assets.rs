@@ -18,6 +18,7 @@ pub fn get(name: &str) -> Option<Asset> {
             include_str!("assets/app.js"),
             "text/javascript; charset=utf-8",
         ),
+        "base.css" => (agentnotify_relay::BASE_CSS, "text/css; charset=utf-8"),
         "app.css" => (include_str!("assets/app.css"), "text/css; charset=utf-8"),
         "icon.svg" => (include_str!("assets/icon.svg"), "image/svg+xml"),
         _ => return None,
@@ -39,7 +40,7 @@ mod tests {
         }
         // Scripts only by src.
         assert!(html.matches("<script").count() == html.matches("<script src=").count());
-        for name in ["app.js", "app.css"] {
+        for name in ["app.js", "base.css", "app.css"] {
             let body = get(name).unwrap().body;
             assert!(
                 !body.contains("http://") && !body.contains("https://"),
