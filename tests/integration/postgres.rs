@@ -79,10 +79,13 @@ pub(crate) struct Postgres {
     user: Option<(u32, u32)>,
     /// The server's log lines, as they come.
     log: Option<mpsc::Receiver<String>>,
+    /// Extra `-c name=value` settings of the server.
+    settings: Vec<String>,
 }
 
 impl Postgres {
-    pub(crate) fn start() -> Postgres {
+    /// A fresh cluster in a temp folder, not running yet.
+    fn init() -> Postgres {
         let bin = pg_bin();
         let user = server_user();
         let dir = std::env::temp_dir().join(format!(
@@ -102,6 +105,7 @@ impl Postgres {
             port: free_port(),
             user,
             log: None,
+            settings: Vec::new(),
         };
         let out = pg
             .command("initdb")
@@ -122,6 +126,41 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        pg
+    }
+
+    pub(crate) fn start() -> Postgres {
+        let mut pg = Postgres::init();
+        pg.run_server();
+        pg.psql("postgres", "CREATE DATABASE relay");
+        pg
+    }
+
+    /// A server that also speaks TLS with `chain` and `key` (PEM files), and refuses any
+    /// connection over TCP that is not TLS.
+    pub(crate) fn start_tls(chain: &std::path::Path, key: &std::path::Path) -> Postgres {
+        let mut pg = Postgres::init();
+        use std::os::unix::fs::PermissionsExt;
+        for (from, name) in [(chain, "server.crt"), (key, "server.key")] {
+            let to = pg.dir.join(name);
+            std::fs::copy(from, &to).unwrap();
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+            if let Some((uid, gid)) = pg.user {
+                std::os::unix::fs::chown(&to, Some(uid), Some(gid)).unwrap();
+            }
+        }
+        // TCP only with TLS (psql's default `sslmode=prefer` takes it).
+        std::fs::write(
+            pg.data().join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+        )
+        .unwrap();
+        let dir = pg.dir.display().to_string();
+        pg.settings = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={dir}/server.crt"),
+            format!("ssl_key_file={dir}/server.key"),
+        ];
         pg.run_server();
         pg.psql("postgres", "CREATE DATABASE relay");
         pg
@@ -154,6 +193,7 @@ impl Postgres {
                 "-c",
                 "max_connections=200",
             ])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .arg("-k")
             .arg(&self.dir)
             .stdout(Stdio::null())

@@ -1119,15 +1119,15 @@ async fn relay_answer_to_an_expired_question_is_refused_with_the_reason() {
 }
 
 /// A private CA and a certificate it signed for 127.0.0.1 and localhost, as PEM files.
-struct TestCa {
+pub(crate) struct TestCa {
     _dir: tempfile::TempDir,
-    ca: PathBuf,
-    chain: PathBuf,
-    key: PathBuf,
+    pub(crate) ca: PathBuf,
+    pub(crate) chain: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 impl TestCa {
-    fn new() -> TestCa {
+    pub(crate) fn new() -> TestCa {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
         let dir = tempfile::tempdir().unwrap();
         let ca_key = KeyPair::generate().unwrap();

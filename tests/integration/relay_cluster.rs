@@ -11,7 +11,9 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::postgres::{wait_healthy, Haproxy, Postgres};
-use crate::relay::{finish_hook, pending_one, register, start_hook, RelayProc, Setup, ALLOW};
+use crate::relay::{
+    finish_hook, pending_one, register, start_hook, RelayProc, Setup, TestCa, ALLOW,
+};
 use crate::support::{fixture, Daemon, Home};
 
 fn on(pg: &Postgres) -> Vec<std::ffi::OsString> {
@@ -350,4 +352,63 @@ async fn relay_behind_haproxy_limits_each_client_address_not_the_balancer() {
         200,
         "another client is not held back by the busy one"
     );
+}
+
+/// `sslmode=require` is TLS with the database's certificate verified: against a CA the
+/// machine does not trust the Relay refuses to start and says why; with the CA in
+/// `SSL_CERT_FILE` every connection it holds is encrypted and it serves. Without
+/// `sslmode=require` a database that accepts only TLS refuses the Relay, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_database_over_tls_is_verified_and_encrypted() {
+    let (ca, stranger) = (TestCa::new(), TestCa::new());
+    let pg = Postgres::start_tls(&ca.chain, &ca.key);
+    let tls_url = format!("{}?sslmode=require", pg.url());
+    let refused = |home: &Home, url: &str| {
+        let out = home
+            .cmd(crate::support::AGENTNOTIFY)
+            .args(["relay", "serve", "--port", "0", "--database", url, "--data"])
+            .arg(home.path().join("relay-data"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the Relay started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(
+        &Home::new().with_env("SSL_CERT_FILE", &stranger.ca),
+        &tls_url,
+    );
+    assert!(
+        err.contains("cannot reach the database") && err.contains("certificate"),
+        "the refusal should name the certificate: {err}"
+    );
+    assert!(
+        !err.contains("127.0.0.1:"),
+        "the refusal shows the URL: {err}"
+    );
+    let err = refused(&Home::new(), &pg.url());
+    assert!(
+        err.contains("cannot reach the database"),
+        "a plain connection to a TLS-only database: {err}"
+    );
+    let home = Home::new().with_env("SSL_CERT_FILE", &ca.ca);
+    let relay = RelayProc::start_with(&home, &[OsStr::new("--database"), OsStr::new(&tls_url)]);
+    wait_healthy(&relay.url);
+    let r = crate::relay_http::RawRelay::new(&relay.url);
+    let inst = r.installation().await;
+    let dev = r.pair(&inst).await;
+    r.envelope(&inst, &dev, &"d".repeat(32)).await;
+    assert_eq!(r.held(&dev).await, vec!["d".repeat(32)]);
+    let plain = pg.psql(
+        "relay",
+        "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+         WHERE a.application_name = 'agentnotify-relay' AND NOT s.ssl",
+    );
+    let encrypted = pg.psql(
+        "relay",
+        "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+         WHERE a.application_name = 'agentnotify-relay' AND s.ssl",
+    );
+    assert_eq!(plain, "0", "a Relay connection without TLS");
+    assert_ne!(encrypted, "0", "no Relay connection seen");
 }

@@ -60,6 +60,21 @@ pub fn relay_client(url: &str) -> reqwest::ClientBuilder {
         .tls_backend_preconfigured(config)
 }
 
+/// A TLS client configuration trusting the system's CA store (with `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`), for what is not reqwest: the Relay's PostgreSQL connections. `None`
+/// when the store has no certificate at all.
+pub fn verifying_config() -> Option<rustls::ClientConfig> {
+    let verifier = system_verifier()?;
+    Some(
+        rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth(),
+    )
+}
+
 /// The verifier over the system's CA store, loaded once per process: the broker builds a
 /// Relay client for every poll and delivery, and parsing the store costs milliseconds.
 /// `None` (connections then fail with "unknown issuer") when the store has no certificate.

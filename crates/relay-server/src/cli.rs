@@ -24,8 +24,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// Keep the Relay's state in PostgreSQL instead (postgres://user:pass@host/db), so many
-    /// `serve` processes can share it behind a load balancer. Also read from
-    /// AGENTNOTIFY_RELAY_DATABASE, which keeps a password out of the process list.
+    /// `serve` processes can share it behind a load balancer. Add ?sslmode=require for TLS
+    /// with the server's certificate verified (SSL_CERT_FILE for a private CA). Also read
+    /// from AGENTNOTIFY_RELAY_DATABASE, which keeps a password out of the process list.
     #[arg(
         long,
         value_name = "URL",

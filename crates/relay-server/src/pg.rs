@@ -17,6 +17,7 @@ use std::time::Duration;
 use agentnotify_relay_proto::wire::AnswerResult;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use serde::{Deserialize, Serialize};
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use sha2::Digest;
@@ -58,11 +59,60 @@ const MIGRATIONS: &[(i32, &str)] = &[(
 pub(crate) struct Pg {
     pool: Pool,
     config: tokio_postgres::Config,
+    tls: DbTls,
 }
 
-/// Store errors of PostgreSQL: the database is down, restarting or overloaded.
-fn unavailable(e: impl std::fmt::Display) -> StoreFail {
-    StoreFail::Unavailable(e.to_string())
+/// How the Relay talks to its database, from the URL's `sslmode`: `require` is TLS with the
+/// server's certificate verified against the system's CA store (`SSL_CERT_FILE` for a
+/// private CA), stricter than libpq's `require`, which checks nothing; anything else is
+/// plain TCP. An unverified TLS guards against nobody able to change the traffic, so the
+/// Relay offers none.
+#[derive(Clone)]
+pub(crate) enum DbTls {
+    Plain,
+    Verified(tokio_postgres_rustls::MakeRustlsConnect),
+}
+
+impl DbTls {
+    fn for_config(config: &tokio_postgres::Config) -> Result<DbTls, String> {
+        if config.get_ssl_mode() != SslMode::Require {
+            return Ok(DbTls::Plain);
+        }
+        let tls = agentnotify_relay_proto::tls::verifying_config().ok_or(
+            "sslmode=require, but this machine trusts no CA certificate (set SSL_CERT_FILE to \
+             the CA that signed the database's certificate)",
+        )?;
+        Ok(DbTls::Verified(
+            tokio_postgres_rustls::MakeRustlsConnect::new(tls),
+        ))
+    }
+
+    fn pool(&self, config: tokio_postgres::Config) -> deadpool_postgres::PoolBuilder {
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match self {
+            DbTls::Plain => Manager::from_config(config, NoTls, manager_config),
+            DbTls::Verified(tls) => Manager::from_config(config, tls.clone(), manager_config),
+        };
+        Pool::builder(manager)
+    }
+}
+
+/// Store errors of PostgreSQL: the database is down, restarting or overloaded. The causes
+/// are kept ("error performing TLS handshake" alone would not say which certificate check
+/// failed); none of them holds the URL or a password.
+fn unavailable(e: impl std::error::Error) -> StoreFail {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    StoreFail::Unavailable(text)
 }
 
 impl Pg {
@@ -73,14 +123,9 @@ impl Pg {
             .map_err(|e| format!("--database is not a PostgreSQL URL: {e}"))?;
         config.connect_timeout(POOL_WAIT);
         config.application_name("agentnotify-relay");
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
+        let tls = DbTls::for_config(&config)?;
+        let pool = tls
+            .pool(config.clone())
             .max_size(POOL_SIZE)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(POOL_WAIT))
@@ -88,11 +133,11 @@ impl Pg {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| format!("cannot set up the database pool: {e}"))?;
-        let pg = Pg { pool, config };
-        let client = pg
-            .client()
-            .await
-            .map_err(|e| format!("cannot reach the database: {e}"))?;
+        let pg = Pg { pool, config, tls };
+        let client = pg.client().await.map_err(|e| match e {
+            StoreFail::Unavailable(why) => format!("cannot reach the database: {why}"),
+            other => format!("cannot reach the database: {other}"),
+        })?;
         let applied = migrate(&client)
             .await
             .map_err(|e| format!("cannot migrate the database: {e}"))?;
@@ -436,7 +481,7 @@ impl Note {
 /// snapshot, since changes made meanwhile were not heard.
 pub(crate) async fn listen(
     server: Arc<crate::RelayServer>,
-    config: tokio_postgres::Config,
+    config: (tokio_postgres::Config, DbTls),
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
@@ -458,10 +503,31 @@ pub(crate) async fn listen(
 
 async fn listen_once(
     server: &Arc<crate::RelayServer>,
-    config: &tokio_postgres::Config,
+    (config, tls): &(tokio_postgres::Config, DbTls),
     ready: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    match tls {
+        DbTls::Plain => {
+            let (client, connection) = config.connect(NoTls).await?;
+            listen_on(server, client, connection, ready).await
+        }
+        DbTls::Verified(tls) => {
+            let (client, connection) = config.connect(tls.clone()).await?;
+            listen_on(server, client, connection, ready).await
+        }
+    }
+}
+
+async fn listen_on<S, T>(
+    server: &Arc<crate::RelayServer>,
+    client: tokio_postgres::Client,
+    mut connection: tokio_postgres::Connection<S, T>,
+    ready: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+) -> Result<(), tokio_postgres::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -501,7 +567,8 @@ async fn listen_once(
 }
 
 impl Pg {
-    pub(crate) fn listen_config(&self) -> tokio_postgres::Config {
-        self.config.clone()
+    /// What the listener needs to open its own connection, as the pool opens theirs.
+    pub(crate) fn listener(&self) -> (tokio_postgres::Config, DbTls) {
+        (self.config.clone(), self.tls.clone())
     }
 }

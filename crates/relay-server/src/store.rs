@@ -205,7 +205,7 @@ impl RelayServer {
         let pg = crate::pg::Pg::connect(url)
             .await
             .map_err(RelayServerError::Database)?;
-        let config = pg.listen_config();
+        let config = pg.listener();
         let (feed, local) = feeds();
         let server = Arc::new(RelayServer {
             kv: Kv::Pg(pg),
