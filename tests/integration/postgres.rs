@@ -98,7 +98,7 @@ impl Postgres {
         if let Some((uid, gid)) = user {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
         }
-        let mut pg = Postgres {
+        let pg = Postgres {
             child: None,
             dir,
             bin,
