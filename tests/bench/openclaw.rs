@@ -90,7 +90,8 @@ pub async fn run(scale: f64) {
     let (mut opened, mut answered, mut direct) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {
         let id = format!("bench-{i}");
-        let key = format!("openclaw:{id}");
+        // Keys are `openclaw:<gateway>:<approval id>`.
+        let suffix = format!(":{id}");
         let payload = json!({"id": id, "request": {"command": format!("echo {i}"), "cwd": "/tmp",
                              "allowedDecisions": ["allow-once", "deny"]},
                              "expiresAtMs": 4_000_000_000_000i64});
@@ -106,7 +107,7 @@ pub async fn run(scale: f64) {
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|q| q["key"] == key)
+                .find(|q| q["key"].as_str().is_some_and(|k| k.ends_with(&suffix)))
             {
                 break q.clone();
             }

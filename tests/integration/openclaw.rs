@@ -217,10 +217,16 @@ impl Drop for Watch {
 
 /// The pending interaction for an approval, once the watcher has opened it.
 async fn question_for(home: &Home, api: &Api, approval_id: &str) -> Value {
-    let key = format!("openclaw:{approval_id}");
+    // Keys are `openclaw:<gateway>:<approval id>`.
+    let suffix = format!(":{approval_id}");
+    let ours = |q: &Value| {
+        q["key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("openclaw:") && k.ends_with(&suffix))
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(q) = api.pending().await.into_iter().find(|q| q["key"] == key) {
+        if let Some(q) = api.pending().await.into_iter().find(ours) {
             return q;
         }
         assert!(
@@ -362,6 +368,63 @@ async fn openclaw_watch_backfills_withdraws_and_reconnects() {
     assert!(
         gw.resolves.try_recv().is_err(),
         "nothing was resolved without an answer"
+    );
+}
+
+/// Two Gateways, a watcher each, one broker: when one watcher back-fills after a
+/// reconnect, the other Gateway's question is not its leftover and stays open; each answer
+/// goes to its own Gateway.
+#[tokio::test]
+async fn openclaw_two_watchers_on_one_broker_keep_to_their_own_gateway() {
+    let home = Home::new();
+    let daemon = Daemon::start(&home, &[]);
+    let api = daemon.api(&home);
+    let (mut first, mut second) = (FakeGateway::start().await, FakeGateway::start().await);
+    first
+        .pending
+        .lock()
+        .unwrap()
+        .push(approval("at-first", "make one", &["allow-once", "deny"]));
+    second
+        .pending
+        .lock()
+        .unwrap()
+        .push(approval("at-second", "make two", &["allow-once", "deny"]));
+    let _watch_first = Watch::start(&home, &first.url);
+    let _watch_second = Watch::start(&home, &second.url);
+    first.next_connect().await;
+    second.next_connect().await;
+    let q_first = question_for(&home, &api, "at-first").await;
+    let q_second = question_for(&home, &api, "at-second").await;
+    assert_ne!(q_first["key"], q_second["key"]);
+    // The first Gateway drops and comes back: its watcher back-fills and withdraws what
+    // its Gateway no longer has pending, and nothing else.
+    let _ = first.down.send(Down::Close);
+    first.next_connect().await;
+    first.requested(&approval("probe", "true", &["allow-once", "deny"]));
+    question_for(&home, &api, "probe").await;
+    let status = |id: &Value| {
+        let api = &api;
+        let id = id.as_str().unwrap().to_string();
+        async move { api.get(&format!("/v1/interactions/{id}")).await.1["status"].clone() }
+    };
+    assert_eq!(
+        status(&q_second["id"]).await,
+        "pending",
+        "one watcher withdrew another Gateway's question"
+    );
+    assert_eq!(status(&q_first["id"]).await, "pending");
+    let (code, v) = api
+        .respond(&q_second, Api::answer(&q_second, "r-second", "allow-once"))
+        .await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        second.next_resolve().await,
+        json!({"id": "at-second", "decision": "allow-once"})
+    );
+    assert!(
+        first.resolves.try_recv().is_err(),
+        "an answer went to the wrong Gateway"
     );
 }
 

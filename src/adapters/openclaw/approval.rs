@@ -15,6 +15,18 @@ const DECISIONS: &[(&str, &str)] = &[
 ];
 
 /// A pending exec approval, read from the Gateway.
+/// A short name for the Gateway at `url`, in every key its watcher makes. Two watchers (two
+/// Gateways) sharing one broker each clean up only their own questions: without it, each
+/// took the other's for approvals no longer pending and withdrew them.
+pub fn gateway_scope(url: &str) -> String {
+    crate::model::digest::hex_sha256(url.trim_end_matches('/').as_bytes())[..8].to_string()
+}
+
+/// The start of every key made for the Gateway `gateway` names.
+pub fn key_prefix(gateway: &str) -> String {
+    format!("openclaw:{gateway}:")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approval {
     pub id: String,
@@ -73,14 +85,15 @@ impl Approval {
         })
     }
 
-    /// The broker key: one interaction per approval, reused on reconnect and back-fill.
-    pub fn key(&self) -> String {
-        format!("openclaw:{}", self.id)
+    /// The broker key: one interaction per approval of the Gateway `gateway` names
+    /// ([`gateway_scope`]), reused on reconnect and back-fill.
+    pub fn key(&self, gateway: &str) -> String {
+        format!("{}{}", key_prefix(gateway), self.id)
     }
 
     /// The interaction to open; the TTL ends with the Gateway's own deadline (at most the
     /// broker's longest), so the question never outlives the approval.
-    pub fn interaction(&self, now_ms: i64) -> Result<InteractionRequest, NotAsked> {
+    pub fn interaction(&self, gateway: &str, now_ms: i64) -> Result<InteractionRequest, NotAsked> {
         let ttl = match self.expires_at_ms {
             Some(at) => ((at - now_ms) / 1000).clamp(TTL_MIN, TTL_MAX),
             None => TTL_MAX,
@@ -95,7 +108,7 @@ impl Approval {
             _ => "OpenClaw".to_string(),
         };
         let body = json!({
-            "key": self.key(),
+            "key": self.key(gateway),
             "native_request_id": self.id,
             "agent": agent,
             "project": self.cwd.as_deref().map(project_name),
@@ -194,12 +207,12 @@ mod tests {
     fn offers_only_the_allowed_decisions_in_a_fixed_order() {
         let a = Approval::parse(&payload(json!(["deny", "allow-once", "bogus"]))).unwrap();
         assert_eq!(a.allowed, vec!["allow-once", "deny"]);
-        let req = a.interaction(1_000_000).unwrap();
+        let req = a.interaction("0a1b2c3d", 1_000_000).unwrap();
         let ids: Vec<_> = req.question.choices.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["allow-once", "deny"]);
         assert_eq!(req.question.body.as_deref(), Some("rm -rf work/victim"));
         assert_eq!(req.question.project.as_deref(), Some("shop"));
-        assert_eq!(req.key.as_deref(), Some("openclaw:d3f897cd"));
+        assert_eq!(req.key.as_deref(), Some("openclaw:0a1b2c3d:d3f897cd"));
         assert_eq!(req.ttl_seconds, 1800);
         let all = Approval::parse(&payload(json!(["allow-once", "allow-always", "deny"])));
         assert_eq!(
@@ -231,8 +244,11 @@ mod tests {
                        "expiresAtMs": 61_000});
         let a = Approval::parse(&p).unwrap();
         assert_eq!(a.command, r"echo 'a b' 'it'\''s'");
-        assert_eq!(a.interaction(0).unwrap().ttl_seconds, 61);
+        assert_eq!(a.interaction("g", 0).unwrap().ttl_seconds, 61);
         // Past its deadline the question still gets the shortest TTL the broker allows.
-        assert_eq!(a.interaction(100_000).unwrap().ttl_seconds, TTL_MIN as u32);
+        assert_eq!(
+            a.interaction("g", 100_000).unwrap().ttl_seconds,
+            TTL_MIN as u32
+        );
     }
 }

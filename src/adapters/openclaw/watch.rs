@@ -54,6 +54,8 @@ struct Ctx {
     gateway: watch::Receiver<Option<Gateway>>,
     paths: Paths,
     tracked: Shared,
+    /// This watcher's Gateway in its keys ([`approval::gateway_scope`]).
+    scope: String,
     /// The broker client, kept between approvals (attaching costs tens of ms); dropped
     /// after a failure so the next call attaches again (or starts a broker).
     broker: Arc<Mutex<Option<Client>>>,
@@ -83,6 +85,7 @@ pub async fn run(opts: Options) -> std::io::Result<()> {
         gateway: gateway_rx,
         paths: opts.paths.clone(),
         tracked: Shared::default(),
+        scope: approval::gateway_scope(&opts.url),
         broker: Arc::default(),
     };
     let target = Target {
@@ -210,7 +213,7 @@ fn withdraw(ctx: &Ctx, approval_id: &str) {
     };
     task.abort();
     let known = opened.lock().expect("not poisoned").clone();
-    let key = format!("openclaw:{approval_id}");
+    let key = format!("{}{approval_id}", approval::key_prefix(&ctx.scope));
     let ctx = ctx.clone();
     tokio::spawn(async move {
         let Ok(client) = ctx.broker().await else {
@@ -219,7 +222,7 @@ fn withdraw(ctx: &Ctx, approval_id: &str) {
         // Opened while the task was being stopped: find it by its key.
         let id = match known {
             Some(id) => Some(id),
-            None => pending_by_key(&client)
+            None => pending_by_key(&client, &ctx.scope)
                 .await
                 .into_iter()
                 .find(|(k, _)| *k == key)
@@ -242,8 +245,9 @@ async fn withdraw_leftovers(ctx: &Ctx, pending: &[String]) {
     let Ok(client) = ctx.broker().await else {
         return;
     };
-    for (key, id) in pending_by_key(&client).await {
-        let approval_id = &key["openclaw:".len()..];
+    let prefix = approval::key_prefix(&ctx.scope);
+    for (key, id) in pending_by_key(&client, &ctx.scope).await {
+        let approval_id = &key[prefix.len()..];
         // An approval that arrived after the list was taken has a task: it stays.
         let tracked = ctx
             .tracked
@@ -258,8 +262,9 @@ async fn withdraw_leftovers(ctx: &Ctx, pending: &[String]) {
     }
 }
 
-/// `(key, interaction id)` of every pending interaction keyed `openclaw:…`.
-async fn pending_by_key(client: &Client) -> Vec<(String, String)> {
+/// `(key, interaction id)` of every pending interaction this watcher's Gateway opened.
+async fn pending_by_key(client: &Client, scope: &str) -> Vec<(String, String)> {
+    let prefix = approval::key_prefix(scope);
     let query = [
         ("status", "pending".to_string()),
         ("limit", "500".to_string()),
@@ -269,7 +274,7 @@ async fn pending_by_key(client: &Client) -> Vec<(String, String)> {
     };
     records
         .into_iter()
-        .filter_map(|r| Some((r.key.filter(|k| k.starts_with("openclaw:"))?, r.id)))
+        .filter_map(|r| Some((r.key.filter(|k| k.starts_with(&prefix))?, r.id)))
         .collect()
 }
 
@@ -310,7 +315,7 @@ async fn ask_and_resolve(
     opened: &Mutex<Option<String>>,
     started: std::time::Instant,
 ) -> Result<&'static str, GaveUp> {
-    let request = approval.interaction(now_ms())?;
+    let request = approval.interaction(&ctx.scope, now_ms())?;
     let mut pause = BACKOFF_FIRST;
     let record = loop {
         before_deadline(approval)?;
