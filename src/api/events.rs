@@ -9,7 +9,7 @@ use hyper::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::broker::{Broker, BrokerError, NotificationFilter};
+use crate::broker::{Broker, BrokerError};
 use crate::model::arc::{ArcAction, ArcEvent};
 use crate::model::{Notification, NotificationStatus, Timestamp};
 use agentnotify_http::{json_response, ApiError, ResBody};
@@ -91,13 +91,7 @@ pub async fn handle(broker: &Broker, body: &Value) -> Result<hyper::Response<Res
 
 /// The newest notification under `key`, in any state.
 async fn condition(broker: &Broker, key: &str) -> Result<Option<Notification>, BrokerError> {
-    let all = broker
-        .list_notifications(&NotificationFilter {
-            limit: usize::MAX,
-            ..NotificationFilter::default()
-        })
-        .await?;
-    Ok(all.into_iter().find(|n| n.key.as_deref() == Some(key)))
+    broker.notification_by_key(key).await
 }
 
 fn same_event(n: &Notification, event_id: &str) -> bool {

@@ -515,6 +515,29 @@ impl Broker {
             .ok_or(BrokerError::NotFound("notification"))
     }
 
+    /// The newest notification under `key`, in any state. The active one, when there is
+    /// one, is the newest (a key's notification is updated in place while active) and is
+    /// found without reading the store; only a closed key is looked for among them all.
+    pub async fn notification_by_key(&self, key: &str) -> Result<Option<Notification>> {
+        let active = self.lock().active_notification(key);
+        if let Some(id) = active {
+            if let Some(n) = self.core.store.get_notification(&id)? {
+                return Ok(Some(n));
+            }
+        }
+        let mut newest: Option<Notification> = None;
+        for n in self.core.store.all_notifications() {
+            let n = n?;
+            let newer = newest
+                .as_ref()
+                .is_none_or(|m| (n.created_at, &n.id) > (m.created_at, &m.id));
+            if n.key.as_deref() == Some(key) && newer {
+                newest = Some(n);
+            }
+        }
+        Ok(newest)
+    }
+
     pub async fn list_notifications(
         &self,
         filter: &NotificationFilter,

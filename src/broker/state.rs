@@ -87,6 +87,11 @@ impl Pending {
 }
 
 impl State {
+    /// The id of the active notification holding `key`.
+    pub fn active_notification(&self, key: &str) -> Option<String> {
+        self.notification_keys.get(key).cloned()
+    }
+
     /// The pending interactions holding `key`, oldest first.
     pub fn keyed(&self, key: &str) -> Vec<String> {
         self.by_key.get(key).cloned().unwrap_or_default()
