@@ -434,10 +434,12 @@ pub(crate) async fn list_envelopes(s: &RelayServer, req: &Request<Incoming>) -> 
 pub(crate) async fn envelope_events(s: &RelayServer, req: Request<Incoming>) -> Handled {
     let device = s.device(&req).await?;
     drop(req);
-    // Subscribed before the snapshot is read: a change in between is sent twice at worst.
+    // Counted, then subscribed, then the snapshot read (`live::Held`): a change in between
+    // is sent twice at worst, never missed.
+    let holding = s.held.hold(&device.device_id);
     let changes = s.feed.subscribe();
     let snapshot = s.live_envelopes(&device.device_id).await?;
-    let body = crate::live::device_stream(device.device_id, snapshot, changes, HEARTBEAT);
+    let body = crate::live::device_stream(device.device_id, snapshot, changes, HEARTBEAT, holding);
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")

@@ -53,6 +53,55 @@ pub(crate) enum Change {
 
 pub(crate) type Feed = broadcast::Sender<Change>;
 
+/// The devices this process holds streams for, counted. With PostgreSQL every process hears
+/// of every envelope, by key; it reads one back only when it holds a stream for its device,
+/// instead of every process reading every envelope.
+///
+/// Nothing is missed: a stream is counted before it subscribes to the feed, and subscribes
+/// before it reads its snapshot. An envelope whose notice came before the count is in that
+/// snapshot, since the notice follows the commit.
+#[derive(Debug, Default)]
+pub(crate) struct Held(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+impl Held {
+    /// Counts a stream for `device` until the returned guard is dropped.
+    pub(crate) fn hold(self: &Arc<Self>, device: &str) -> Holding {
+        *self
+            .0
+            .lock()
+            .expect("not poisoned")
+            .entry(device.to_string())
+            .or_default() += 1;
+        Holding {
+            held: Arc::clone(self),
+            device: device.to_string(),
+        }
+    }
+
+    pub(crate) fn holds(&self, device: &str) -> bool {
+        self.0.lock().expect("not poisoned").contains_key(device)
+    }
+}
+
+/// One counted stream of [`Held`].
+#[derive(Debug)]
+pub(crate) struct Holding {
+    held: Arc<Held>,
+    device: String,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let mut map = self.held.0.lock().expect("not poisoned");
+        if let Some(n) = map.get_mut(&self.device) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.device);
+            }
+        }
+    }
+}
+
 /// Waits until `pred` holds for a change on `rx`, or `wait` runs out; true if it held.
 /// A lagged receiver counts as "something happened" (the caller re-reads the store).
 pub(crate) async fn wait_for(
@@ -96,15 +145,17 @@ impl Body for ChannelBody {
 
 /// The device's stream: `snapshot` (the current envelopes, then `ready`), then its changes
 /// from `changes` (subscribed before the snapshot was read, so none falls in between) and a
-/// heartbeat.
+/// heartbeat. `holding` counts it in [`Held`] while it lasts.
 pub(crate) fn device_stream(
     device: String,
     snapshot: Vec<Envelope>,
     mut changes: broadcast::Receiver<Change>,
     heartbeat: Duration,
+    holding: Holding,
 ) -> ResBody {
     let (tx, rx) = mpsc::channel::<Bytes>(BUFFER);
     tokio::spawn(async move {
+        let _holding = holding;
         let n = snapshot.len();
         for e in snapshot {
             if tx.send(frame("envelope", &e)).await.is_err() {
@@ -174,7 +225,14 @@ mod tests {
     #[tokio::test]
     async fn a_stalled_reader_is_cut_off_not_buffered() {
         let (feed, _) = broadcast::channel(FEED_CAPACITY);
-        let body = device_stream("d".into(), vec![], feed.subscribe(), HEARTBEAT);
+        let held = Arc::new(Held::default());
+        let body = device_stream(
+            "d".into(),
+            vec![],
+            feed.subscribe(),
+            HEARTBEAT,
+            held.hold("d"),
+        );
         for i in 0..500 {
             // Fails once the stream has given up on its reader (nobody listens any more).
             let _ = feed.send(Change::Envelope {
@@ -195,15 +253,29 @@ mod tests {
         );
     }
 
+    /// A device is held while any of its streams lasts, and no longer after the last ends.
+    #[test]
+    fn a_device_is_held_while_one_of_its_streams_lasts() {
+        let held = Arc::new(Held::default());
+        let (a, b) = (held.hold("d"), held.hold("d"));
+        assert!(held.holds("d") && !held.holds("e"));
+        drop(a);
+        assert!(held.holds("d"));
+        drop(b);
+        assert!(!held.holds("d"));
+    }
+
     /// Only this device's changes reach its stream; `revoked` ends it.
     #[tokio::test]
     async fn a_stream_carries_its_own_device_and_ends_when_revoked() {
         let (feed, _) = broadcast::channel(FEED_CAPACITY);
+        let held = Arc::new(Held::default());
         let body = device_stream(
             "d".into(),
             vec![(*envelope(0)).clone()],
             feed.subscribe(),
             HEARTBEAT,
+            held.hold("d"),
         );
         let send = |c| feed.send(c).unwrap();
         send(Change::Envelope {

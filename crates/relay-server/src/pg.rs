@@ -456,6 +456,10 @@ impl Note {
             Note::Answer { installation } => Change::Answer { installation },
             Note::Devices { installation } => Change::Devices { installation },
             Note::Envelope { device, event_id } => {
+                // No stream here for that device: nobody in this process needs it read.
+                if !server.held.holds(&device) {
+                    return None;
+                }
                 let key = key2(&device, event_id.as_bytes());
                 // Gone already (withdrawn meanwhile): the withdrawal follows.
                 let raw = server.kv.get(Tree::Envelopes, &key).await.ok()??;

@@ -94,6 +94,8 @@ pub struct RelayServer {
     pub(crate) feed: crate::live::Feed,
     /// Only the changes this process made (the push sender's feed).
     pub(crate) local: crate::live::Feed,
+    /// The devices this process holds streams for.
+    pub(crate) held: Arc<crate::live::Held>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -197,6 +199,7 @@ impl RelayServer {
             kv: Kv::Sled(crate::kv::Sled::open(db).map_err(fail)?),
             feed,
             local,
+            held: Arc::default(),
         }))
     }
 
@@ -211,6 +214,7 @@ impl RelayServer {
             kv: Kv::Pg(pg),
             feed,
             local,
+            held: Arc::default(),
         });
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(crate::pg::listen(Arc::clone(&server), config, ready_tx));
