@@ -14,6 +14,7 @@ use crate::postgres::{wait_healthy, Haproxy, Postgres};
 use crate::relay::{
     finish_hook, pending_one, register, start_hook, RelayProc, Setup, TestCa, ALLOW,
 };
+use crate::relay_http::RawRelay;
 use crate::support::{fixture, Daemon, Home};
 
 fn on(pg: &Postgres) -> Vec<std::ffi::OsString> {
@@ -218,60 +219,34 @@ async fn relay_migrations_are_safe_twice_and_at_once_and_one_code_pairs_one_devi
         ),
         "1"
     );
-    let http = agentnotify_relay_proto::tls::plain_http_client()
-        .build()
-        .unwrap();
-    let post = |url: &str, path: &str, token: Option<&str>, body: Value| {
-        let mut r = http
-            .post(format!("{url}{path}"))
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send()
-    };
-    let r = post(
-        &a.url,
-        "/v1/installations",
-        None,
-        json!({"pairing_token": "0123456789abcdef0123"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let v: Value = r.json().await.unwrap();
-    let inst = v["installation_id"].as_str().unwrap().to_string();
-    let token = v["installation_token"].as_str().unwrap().to_string();
+    let (at_a, at_b) = (RawRelay::new(&a.url), RawRelay::new(&b.url));
+    let inst = at_a.installation().await;
     let code = "pairing-token-for-the-race-0001";
     let expires = agentnotify_model::Timestamp::now()
         .plus(Duration::from_secs(300))
         .to_rfc3339();
-    let r = post(
-        &b.url,
-        "/v1/pairings",
-        Some(&token),
-        json!({"pairing_id": "p1", "pairing_token": code, "expires_at": expires}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
+    let (status, v) = at_b
+        .post(
+            "/v1/pairings",
+            Some(&inst.token),
+            json!({"pairing_id": "p1", "pairing_token": code, "expires_at": expires}),
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
     // Eight phones race with one code at both processes: exactly one device.
-    let mut tries = Vec::new();
-    for i in 0..8 {
-        let url = if i % 2 == 0 { &a.url } else { &b.url };
-        tries.push(post(
-            url,
+    let tries = (0..8u8).map(|i| {
+        let at = if i % 2 == 0 { &at_a } else { &at_b };
+        at.post(
             "/v1/devices",
             None,
-            json!({"installation_id": inst, "pairing_token": code,
-                   "public_key": URL_SAFE_NO_PAD.encode([i as u8 + 1; 32]), "proof": "x"}),
-        ));
-    }
+            json!({"installation_id": inst.id, "pairing_token": code,
+                   "public_key": URL_SAFE_NO_PAD.encode([i + 1; 32]), "proof": "x"}),
+        )
+    });
     let statuses: Vec<u16> = futures_util::future::join_all(tries)
         .await
         .into_iter()
-        .map(|r| r.unwrap().status().as_u16())
+        .map(|(status, _)| status)
         .collect();
     assert_eq!(
         statuses.iter().filter(|s| **s == 201).count(),
@@ -286,15 +261,7 @@ async fn relay_migrations_are_safe_twice_and_at_once_and_one_code_pairs_one_devi
     drop((a, b));
     let c = start_relay(&home, &pg);
     assert_eq!(pg.psql("relay", "SELECT count(*) FROM relay_schema"), "1");
-    let r = http
-        .get(format!("{}/v1/devices", c.url))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["devices"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(RawRelay::new(&c.url).devices(&inst).await.len(), 1);
 }
 
 /// Behind a load balancer every connection comes from it: with `--trusted-proxy` the Relay
@@ -394,7 +361,7 @@ async fn relay_database_over_tls_is_verified_and_encrypted() {
     let home = Home::new().with_env("SSL_CERT_FILE", &ca.ca);
     let relay = RelayProc::start_with(&home, &[OsStr::new("--database"), OsStr::new(&tls_url)]);
     wait_healthy(&relay.url);
-    let r = crate::relay_http::RawRelay::new(&relay.url);
+    let r = RawRelay::new(&relay.url);
     let inst = r.installation().await;
     let dev = r.pair(&inst).await;
     r.envelope(&inst, &dev, &"d".repeat(32)).await;

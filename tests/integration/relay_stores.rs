@@ -44,6 +44,13 @@ impl Store {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         Setup::new_with(poll_interval, &refs).await
     }
+
+    /// A Relay alone (no broker) on this store.
+    fn relay(&self, home: &Home) -> RelayProc {
+        let args = self.args();
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        RelayProc::start_with(home, &refs)
+    }
 }
 
 /// Generates `NAME::sled` and `NAME::postgres` for each `async fn NAME(Store)`.
@@ -190,80 +197,45 @@ pub(crate) async fn next(rx: &mut tokio::sync::mpsc::Receiver<StreamEvent>) -> S
 /// Bad input is a 4xx naming the problem, on either store.
 async fn http_contract_refuses_bad_input_by_field(store: Store) {
     let home = Home::new();
-    let args = store.args();
-    let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let relay = RelayProc::start_with(&home, &refs);
-    let http = agentnotify_relay_proto::tls::plain_http_client()
-        .build()
-        .unwrap();
-    let url = |p: &str| format!("{}{p}", relay.url);
-    let post = |p: &str, body: String| {
-        http.post(url(p))
-            .header("content-type", "application/json")
-            .body(body)
-    };
-    let r = post("/v1/installations", r#"{"pairing_token":"short"}"#.into())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 400);
-    assert!(r.text().await.unwrap().contains("pairing_token"));
-    let r = post(
-        "/v1/installations",
-        r#"{"pairing_token":"0123456789abcdef0123"}"#.into(),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let v: Value = r.json().await.unwrap();
-    let (inst, token) = (
-        v["installation_id"].as_str().unwrap(),
-        v["installation_token"].as_str().unwrap(),
-    );
-    let r = http
-        .get(url(&format!(
-            "/v1/interaction-responses?installation_id={inst}&since=bogus"
-        )))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 400);
-    let r = http
-        .get(url("/v1/devices"))
-        .bearer_auth("not-a-token")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 401);
-    let r = post(
-        "/v1/envelopes",
-        json!({"device_id": "nope", "event_id": "interaction:x", "key_id": "k",
-               "expires_at": "2999-01-01T00:00:00Z", "sealed": "x", "signature": "s",
-               "installation_id": inst})
-        .to_string(),
-    )
-    .bearer_auth(token)
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(
-        r.status().as_u16(),
-        400,
-        "an envelope beyond any question's life"
-    );
-    assert!(r.text().await.unwrap().contains("expires_at"));
-    let r = post(
-        "/v1/devices",
-        json!({"installation_id": inst, "pairing_token": "wrong-token-wrong-token",
-               "public_key": URL_SAFE_NO_PAD.encode([9u8; 32]), "proof": "x"})
-        .to_string(),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 403);
+    let relay = store.relay(&home);
+    let r = RawRelay::new(&relay.url);
+    let (status, v) = r
+        .post("/v1/installations", None, json!({"pairing_token": "short"}))
+        .await;
+    assert_eq!(status, 400);
+    assert!(v.to_string().contains("pairing_token"), "{v}");
+    let inst = r.installation().await;
+    let (status, _) = r
+        .get(
+            &format!(
+                "/v1/interaction-responses?installation_id={}&since=bogus",
+                inst.id
+            ),
+            &inst.token,
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(r.get("/v1/devices", "not-a-token").await.0, 401);
+    let (status, v) = r
+        .post(
+            "/v1/envelopes",
+            Some(&inst.token),
+            json!({"device_id": "nope", "event_id": "interaction:x", "key_id": "k",
+                   "expires_at": "2999-01-01T00:00:00Z", "sealed": "x", "signature": "s",
+                   "installation_id": inst.id}),
+        )
+        .await;
+    assert_eq!(status, 400, "an envelope beyond any question's life");
+    assert!(v.to_string().contains("expires_at"), "{v}");
+    let (status, _) = r
+        .post(
+            "/v1/devices",
+            None,
+            json!({"installation_id": inst.id, "pairing_token": "wrong-token-wrong-token",
+                   "public_key": URL_SAFE_NO_PAD.encode([9u8; 32]), "proof": "x"}),
+        )
+        .await;
+    assert_eq!(status, 403);
 }
 
 /// The uncompressed P-256 base point: a valid `p256dh` key.
@@ -347,9 +319,7 @@ async fn restart_keeps_devices_envelopes_and_push_subscriptions(store: Store) {
 /// start and behave the same.
 async fn a_question_leaves_exactly_the_devices_holding_it(store: Store) {
     let home = Home::new();
-    let args = store.args();
-    let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let mut relay = RelayProc::start_with(&home, &refs);
+    let mut relay = store.relay(&home);
     let r = RawRelay::new(&relay.url);
     let (a, b) = (r.installation().await, r.installation().await);
     let (a1, a2, a3, b1) = (

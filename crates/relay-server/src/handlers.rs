@@ -14,7 +14,7 @@ use serde_json::json;
 
 use std::time::Duration;
 
-use crate::kv::{Scope, Tree, Write};
+use crate::kv::{Scope, Tree};
 use crate::live::{Change, HEARTBEAT};
 use crate::store::{
     decode_cursor, encode_cursor, key2, sha256_hex, AnswerRecord, InstallationRecord,
@@ -409,7 +409,7 @@ pub(crate) async fn delete_envelope(
         })?
         .to_string();
     let mut w = s.write(Scope::Installation(&inst)).await?;
-    let deleted = withdraw(&mut w, &inst, &interaction).await?;
+    let deleted = w.withdraw_question(&inst, &interaction).await?;
     w.put(
         Tree::Withdrawn,
         &key2(&inst, interaction.as_bytes()),
@@ -718,7 +718,7 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
                 r.response_id.as_bytes(),
             )
             .await?;
-            withdraw(&mut w, &inst, &interaction).await?;
+            w.withdraw_question(&inst, &interaction).await?;
         }
         w.announce(Change::Verdict {
             device: rec.answer.device_id.clone(),
@@ -734,17 +734,6 @@ pub(crate) async fn post_results(s: &RelayServer, req: Request<Incoming>) -> Han
         StatusCode::OK,
         &json!({ "updated": updated }),
     ))
-}
-
-/// Removes a question from every device of the installation, announcing each removal;
-/// returns how many envelopes it removed.
-pub(crate) async fn withdraw(
-    w: &mut Write<'_>,
-    inst: &str,
-    interaction_id: &str,
-) -> Result<usize, StoreFail> {
-    w.withdraw_event(inst, &question_event_id(interaction_id))
-        .await
 }
 
 pub(crate) async fn answer_status(

@@ -7,7 +7,7 @@
 //! answers a second. With them each costs what the one installation, or the one
 //! question, holds.
 
-use agentnotify_relay_proto::wire::{DeviceInfo, Envelope};
+use agentnotify_relay_proto::wire::{question_event_id, DeviceInfo, Envelope};
 
 use crate::kv::{Scope, Tree, Write};
 use crate::live::Change;
@@ -28,19 +28,28 @@ fn recipient_key(inst: &str, event_id: &str, device: &str) -> Vec<u8> {
     k
 }
 
+/// The recipient entry of a stored envelope.
+fn recipient_of(e: &Envelope) -> Vec<u8> {
+    recipient_key(&e.installation_id, &e.event_id, &e.device_id)
+}
+
 impl Write<'_> {
     /// Stores (or replaces) `e` for its device; returns whether it replaced one.
     pub(crate) async fn put_envelope(&mut self, e: &Envelope) -> Result<bool, StoreFail> {
         let key = key2(&e.device_id, e.event_id.as_bytes());
         let replaced = self.get(Tree::Envelopes, &key).await?.is_some();
         self.put_json(Tree::Envelopes, &key, e).await?;
-        self.put(
-            Tree::Recipients,
-            &recipient_key(&e.installation_id, &e.event_id, &e.device_id),
-            b"",
-        )
-        .await?;
+        self.index_envelope(e).await?;
         Ok(replaced)
+    }
+
+    async fn index_envelope(&mut self, e: &Envelope) -> Result<(), StoreFail> {
+        self.put(Tree::Recipients, &recipient_of(e), b"").await
+    }
+
+    async fn index_device(&mut self, d: &DeviceInfo) -> Result<(), StoreFail> {
+        let key = key2(&d.installation_id, d.device_id.as_bytes());
+        self.put(Tree::InstallationDevices, &key, b"").await
     }
 
     /// Removes a record with what points at it or from it: an envelope's recipient entry,
@@ -54,11 +63,7 @@ impl Write<'_> {
         match t {
             Tree::Envelopes => {
                 if let Ok(e) = serde_json::from_slice::<Envelope>(value) {
-                    self.remove(
-                        Tree::Recipients,
-                        &recipient_key(&e.installation_id, &e.event_id, &e.device_id),
-                    )
-                    .await?;
+                    self.remove(Tree::Recipients, &recipient_of(&e)).await?;
                 }
             }
             Tree::Answers => {
@@ -92,13 +97,15 @@ impl Write<'_> {
             .is_some())
     }
 
-    /// Removes `event_id` from every device of `inst` that holds it, announcing each
-    /// removal; returns how many envelopes it removed.
-    pub(crate) async fn withdraw_event(
+    /// Removes the question `interaction_id` from every device of `inst` that holds it,
+    /// announcing each removal; returns how many envelopes it removed.
+    pub(crate) async fn withdraw_question(
         &mut self,
         inst: &str,
-        event_id: &str,
+        interaction_id: &str,
     ) -> Result<usize, StoreFail> {
+        let event = question_event_id(interaction_id);
+        let event_id = event.as_str();
         let prefix = recipients_prefix(inst, event_id);
         let mut removed = 0;
         for (key, _) in self.scan(Tree::Recipients, &prefix).await? {
@@ -119,12 +126,7 @@ impl Write<'_> {
     pub(crate) async fn put_device(&mut self, d: &DeviceInfo) -> Result<(), StoreFail> {
         self.put_json(Tree::Devices, d.device_id.as_bytes(), d)
             .await?;
-        self.put(
-            Tree::InstallationDevices,
-            &key2(&d.installation_id, d.device_id.as_bytes()),
-            b"",
-        )
-        .await
+        self.index_device(d).await
     }
 
     /// Removes a device with its token, its listing and its envelopes. Returns whether it
@@ -188,24 +190,12 @@ impl RelayServer {
         }
         let mut devices = 0;
         for (_, v) in w.scan(Tree::Devices, b"").await? {
-            let d: DeviceInfo = serde_json::from_slice(&v)?;
-            w.put(
-                Tree::InstallationDevices,
-                &key2(&d.installation_id, d.device_id.as_bytes()),
-                b"",
-            )
-            .await?;
+            w.index_device(&serde_json::from_slice(&v)?).await?;
             devices += 1;
         }
         let mut envelopes = 0;
         for (_, v) in w.scan(Tree::Envelopes, b"").await? {
-            let e: Envelope = serde_json::from_slice(&v)?;
-            w.put(
-                Tree::Recipients,
-                &recipient_key(&e.installation_id, &e.event_id, &e.device_id),
-                b"",
-            )
-            .await?;
+            w.index_envelope(&serde_json::from_slice(&v)?).await?;
             envelopes += 1;
         }
         w.put(Tree::Meta, BUILT, b"1").await?;
@@ -304,7 +294,7 @@ mod tests {
         assert_eq!(count(&s, Tree::AnswerIds).await, 1);
         let mut w = s.write(Scope::Relay).await.unwrap();
         assert_eq!(
-            w.withdraw_event("inst", &format!("interaction:{:032x}", 400))
+            w.withdraw_question("inst", &format!("{:032x}", 400))
                 .await
                 .unwrap(),
             1

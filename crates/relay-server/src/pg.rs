@@ -156,19 +156,14 @@ impl Pg {
         end: &[u8],
         limit: usize,
     ) -> Result<Pairs, StoreFail> {
-        let c = self.client().await?;
-        let st = c
-            .prepare_cached(
-                "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 AND key <= $3 \
-                 ORDER BY key LIMIT $4",
-            )
-            .await
-            .map_err(unavailable)?;
-        let rows = c
-            .query(&st, &[&t.name(), &start, &end, &(limit as i64)])
-            .await
-            .map_err(unavailable)?;
-        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+        let rows = rows(
+            &self.client().await?,
+            "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 AND key <= $3 \
+             ORDER BY key LIMIT $4",
+            &[&t.name(), &start, &end, &(limit as i64)],
+        )
+        .await?;
+        Ok(pairs(rows))
     }
 
     pub(crate) async fn replace_existing(
@@ -177,13 +172,8 @@ impl Pg {
         key: &[u8],
         value: &[u8],
     ) -> Result<(), StoreFail> {
-        let c = self.client().await?;
-        c.execute(
-            "UPDATE relay_kv SET value = $3 WHERE tree = $1 AND key = $2",
-            &[&t.name(), &key, &value],
-        )
-        .await
-        .map_err(unavailable)?;
+        let sql = "UPDATE relay_kv SET value = $3 WHERE tree = $1 AND key = $2";
+        rows(&self.client().await?, sql, &[&t.name(), &key, &value]).await?;
         Ok(())
     }
 
@@ -210,32 +200,42 @@ impl Pg {
     }
 }
 
+/// Runs one statement (prepared once per connection); a failure means the database is
+/// unavailable.
+async fn rows(
+    c: &Object,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<tokio_postgres::Row>, StoreFail> {
+    let st = c.prepare_cached(sql).await.map_err(unavailable)?;
+    c.query(&st, params).await.map_err(unavailable)
+}
+
+/// `(key, value)` rows as pairs.
+fn pairs(rows: Vec<tokio_postgres::Row>) -> Pairs {
+    rows.into_iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// The first column of the first row, if any: a value read or removed.
+fn first_value(rows: Vec<tokio_postgres::Row>) -> Option<Vec<u8>> {
+    rows.into_iter().next().map(|r| r.get(0))
+}
+
 pub(crate) async fn select(c: &Object, t: Tree, key: &[u8]) -> Result<Option<Vec<u8>>, StoreFail> {
-    let st = c
-        .prepare_cached("SELECT value FROM relay_kv WHERE tree = $1 AND key = $2")
-        .await
-        .map_err(unavailable)?;
-    let row = c
-        .query_opt(&st, &[&t.name(), &key])
-        .await
-        .map_err(unavailable)?;
-    Ok(row.map(|r| r.get(0)))
+    let sql = "SELECT value FROM relay_kv WHERE tree = $1 AND key = $2";
+    Ok(first_value(rows(c, sql, &[&t.name(), &key]).await?))
 }
 
 /// Every pair whose key starts with `prefix`, in key order (bytea compares as bytes).
 pub(crate) async fn select_prefix(c: &Object, t: Tree, prefix: &[u8]) -> Result<Pairs, StoreFail> {
-    let st = c
-        .prepare_cached(
-            "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 \
-             AND ($3::bytea IS NULL OR key < $3) ORDER BY key",
-        )
-        .await
-        .map_err(unavailable)?;
-    let rows = c
-        .query(&st, &[&t.name(), &prefix, &prefix_end(prefix)])
-        .await
-        .map_err(unavailable)?;
-    Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+    let rows = rows(
+        c,
+        "SELECT key, value FROM relay_kv WHERE tree = $1 AND key >= $2 \
+         AND ($3::bytea IS NULL OR key < $3) ORDER BY key",
+        &[&t.name(), &prefix, &prefix_end(prefix)],
+    )
+    .await?;
+    Ok(pairs(rows))
 }
 
 /// Applies the migrations this database lacks; returns how many it applied. Refuses a
@@ -317,17 +317,9 @@ impl PgWrite {
     }
 
     pub(crate) async fn put(&mut self, t: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreFail> {
-        let c = self.c();
-        let st = c
-            .prepare_cached(
-                "INSERT INTO relay_kv (tree, key, value) VALUES ($1, $2, $3) \
-                 ON CONFLICT (tree, key) DO UPDATE SET value = EXCLUDED.value",
-            )
-            .await
-            .map_err(unavailable)?;
-        c.execute(&st, &[&t.name(), &key, &value])
-            .await
-            .map_err(unavailable)?;
+        let sql = "INSERT INTO relay_kv (tree, key, value) VALUES ($1, $2, $3) \
+                   ON CONFLICT (tree, key) DO UPDATE SET value = EXCLUDED.value";
+        rows(self.c(), sql, &[&t.name(), &key, &value]).await?;
         Ok(())
     }
 
@@ -336,16 +328,8 @@ impl PgWrite {
         t: Tree,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, StoreFail> {
-        let c = self.c();
-        let st = c
-            .prepare_cached("DELETE FROM relay_kv WHERE tree = $1 AND key = $2 RETURNING value")
-            .await
-            .map_err(unavailable)?;
-        let row = c
-            .query_opt(&st, &[&t.name(), &key])
-            .await
-            .map_err(unavailable)?;
-        Ok(row.map(|r| r.get(0)))
+        let sql = "DELETE FROM relay_kv WHERE tree = $1 AND key = $2 RETURNING value";
+        Ok(first_value(rows(self.c(), sql, &[&t.name(), &key]).await?))
     }
 
     pub(crate) async fn next_seq(&mut self) -> Result<u64, StoreFail> {
