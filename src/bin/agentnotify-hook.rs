@@ -6,9 +6,6 @@ fn main() {
         Some("install-harness" | "uninstall-harness" | "doctor") => {
             std::process::exit(agentnotify::setup::main(&args))
         }
-        Some("pi") if args.get(2).is_some_and(|a| a == "gate") => {
-            agentnotify::pi::gate::main(&args[3..])
-        }
         _ => agentnotify::hook::main(args),
     }
 }

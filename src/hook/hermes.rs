@@ -133,7 +133,7 @@ pub fn ask(stdin: &[u8], max_budget: Duration) -> Option<String> {
     let request: Value = serde_json::from_slice(stdin).ok()?;
     let project = std::env::current_dir()
         .ok()
-        .and_then(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_string));
+        .and_then(|d| d.to_str().and_then(crate::model::fields::project_of));
     let approval = match plan(&request, max_budget, project.as_deref()) {
         Ok(a) => a,
         Err(why) => {

@@ -1,5 +1,6 @@
 //! The host bridge: `agentnotify-hook <claude|codex> ask-permission` (SPEC §6), and the
-//! notify-only `agentnotify-hook <claude|codex> notify` (SPEC §11.7).
+//! notify-only `agentnotify-hook <claude|codex> notify` (SPEC §11.7), and the same flow for
+//! Hermes' approval transport (`hermes.rs`) and our Pi extension's gate (`pi.rs`).
 //!
 //! Its whole life is one function whose every failure ends in "print nothing, exit 0", so
 //! the host falls back to its own prompt. It never auto-allows, never auto-denies, never
@@ -9,6 +10,7 @@ pub mod decision;
 pub mod hermes;
 pub mod notify;
 pub mod payload;
+pub mod pi;
 mod run;
 mod signals;
 mod transcript;
@@ -33,8 +35,9 @@ pub use payload::{Host, Plan};
                   On any failure the hook prints nothing and exits 0, so the host shows its own prompt.", crate::exit::TABLE)
 )]
 pub struct HookArgs {
-    /// The host running the hook: claude, codex, or hermes (`hermes ask-approval`: our
-    /// Hermes approval transport, SPEC §10.2).
+    /// The host running the hook: claude, codex, hermes (`hermes ask-approval`: our
+    /// Hermes approval transport, SPEC §10.2) or pi (`pi gate`: what our Pi extension runs
+    /// per gated tool call).
     pub host: String,
     /// The hook event: `ask-permission` (PermissionRequest), `pre-tool-use` (Claude's
     /// AskUserQuestion outside the default permission mode, SPEC §13.3), or `notify` (Stop,
@@ -82,6 +85,21 @@ pub fn main(args: Vec<OsString>) -> ! {
         }
         std::process::exit(0)
     }
+    if (parsed.host.as_str(), parsed.action.as_str()) == ("pi", "gate") {
+        // What our Pi extension spawns per gated call: prints its decision, or nothing.
+        let budget = Duration::from_secs(parsed.timeout.clamp(1, 3600));
+        let allow = std::panic::catch_unwind(|| pi::ask(&read_stdin()?, budget))
+            .ok()
+            .flatten();
+        if let Some(allow) = allow {
+            signals::hold_while_printing();
+            let line = serde_json::json!({"decision": if allow { "allow" } else { "deny" }});
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        std::process::exit(0)
+    }
     let (host, event) = match (Host::parse(&parsed.host), parsed.action.as_str()) {
         (Some(h), "ask-permission") => (h, Event::PermissionRequest),
         (Some(Host::Claude), "pre-tool-use") => (Host::Claude, Event::PreToolUse),
@@ -100,7 +118,7 @@ pub fn main(args: Vec<OsString>) -> ! {
         _ => {
             let _ = writeln!(
                 std::io::stderr(),
-                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S] | <claude|codex> notify | hermes ask-approval [--timeout S]"
+                "agentnotify-hook: usage: agentnotify-hook <claude|codex> ask-permission [--timeout S] | claude pre-tool-use [--timeout S] | <claude|codex> notify | hermes ask-approval [--timeout S] | pi gate [--timeout S]"
             );
             std::process::exit(0)
         }

@@ -4,6 +4,7 @@
 //! repeated identical request reuses its question and two different parallel requests in
 //! one session never supersede each other.
 
+pub use crate::model::fields::{project_of, truncate};
 use serde_json::{json, Map, Value};
 
 use crate::model::digest::hex_sha256;
@@ -601,25 +602,6 @@ fn str_field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
-}
-
-/// The project is the last segment of `cwd`.
-fn project_of(cwd: &str) -> Option<String> {
-    let last = cwd
-        .trim_end_matches(['/', '\\'])
-        .rsplit(['/', '\\'])
-        .next()?;
-    (!last.is_empty()).then(|| truncate(last, 200))
-}
-
-/// Cuts to at most `max` characters, marking the cut with `…`.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
 }
 
 /// Key-sorted compact JSON: hosts re-serialise tool inputs (key order, defaults), so

@@ -115,9 +115,3 @@ pub async fn answered(
 pub async fn withdraw(client: &Client, id: &str) {
     let _ = tokio::time::timeout(WITHDRAW_BUDGET, client.cancel(id)).await;
 }
-
-/// The last segment of a working folder, as the project's name.
-pub fn project_of(cwd: Option<&str>) -> Option<String> {
-    let name = std::path::Path::new(cwd?.trim_end_matches('/')).file_name()?;
-    Some(name.to_string_lossy().chars().take(200).collect())
-}

@@ -88,7 +88,10 @@ pub fn main(command: Vec<OsString>, ttl_seconds: u64) -> i32 {
     };
     let cwd = std::env::current_dir().ok();
     let ctx = Context {
-        project: ask::project_of(cwd.as_deref().and_then(|c| c.to_str())),
+        project: cwd
+            .as_deref()
+            .and_then(|c| c.to_str())
+            .and_then(crate::model::fields::project_of),
         ttl_seconds,
     };
     let code = runtime.block_on(wrap(paths, program, args, ctx));

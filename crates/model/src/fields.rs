@@ -128,3 +128,23 @@ pub fn is_token_id(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
+
+/// The project a working folder names: its last segment, within the `project` field's
+/// 200 characters. Every host adapter names projects this way.
+pub fn project_of(cwd: &str) -> Option<String> {
+    let last = cwd
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()?;
+    (!last.is_empty()).then(|| truncate(last, 200))
+}
+
+/// Cuts to at most `max` characters, marking the cut with `…`.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}

@@ -111,7 +111,7 @@ impl Approval {
             "key": self.key(gateway),
             "native_request_id": self.id,
             "agent": agent,
-            "project": self.cwd.as_deref().map(project_name),
+            "project": self.cwd.as_deref().and_then(crate::model::fields::project_of),
             "session_id": self.session_key,
             "kind": "permission",
             "prompt": "Run this command?",
@@ -168,17 +168,6 @@ fn argv_command(v: &Value) -> Option<String> {
         })
         .collect();
     Some(quoted.join(" "))
-}
-
-/// The last path segment of the working directory, the way the hook names a project.
-fn project_name(cwd: &str) -> String {
-    let trimmed = cwd.trim_end_matches('/');
-    trimmed
-        .rsplit('/')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(trimmed)
-        .to_string()
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// The key file's name in agentnotify's config folder (0600, like the API token).
 pub const KEY_FILE: &str = "openclaw_device.key";
@@ -48,14 +47,15 @@ impl Device {
 
     /// The device id OpenClaw derives: hex SHA-256 of the raw public key.
     pub fn id(&self) -> String {
-        hex(&Sha256::digest(self.key.verifying_key().as_bytes()))
+        crate::model::digest::hex_sha256(self.key.verifying_key().as_bytes())
     }
 
     /// The `device` object of `connect`.
     pub fn connect_params(&self, s: &Signed) -> Value {
+        let id = self.id();
         let payload = [
             "v3",
-            &self.id(),
+            &id,
             s.client_id,
             s.client_mode,
             s.role,
@@ -69,17 +69,13 @@ impl Device {
         .join("|");
         let signature = self.key.sign(payload.as_bytes());
         json!({
-            "id": self.id(),
+            "id": id,
             "publicKey": URL_SAFE_NO_PAD.encode(self.key.verifying_key().as_bytes()),
             "signature": URL_SAFE_NO_PAD.encode(signature.to_bytes()),
             "signedAt": s.signed_at_ms,
             "nonce": s.nonce,
         })
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -114,7 +110,7 @@ mod tests {
             .decode(p["publicKey"].as_str().unwrap())
             .unwrap();
         let key = VerifyingKey::from_bytes(&raw.try_into().unwrap()).unwrap();
-        assert_eq!(p["id"], hex(&Sha256::digest(key.as_bytes())));
+        assert_eq!(p["id"], crate::model::digest::hex_sha256(key.as_bytes()));
         let sig = URL_SAFE_NO_PAD
             .decode(p["signature"].as_str().unwrap())
             .unwrap();
