@@ -11,10 +11,13 @@ use serde_json::{json, Value};
 
 mod delivery;
 mod openclaw;
-/// The test harness's PostgreSQL (a temp data dir on a free loopback port).
 #[path = "../integration/postgres.rs"]
 #[allow(dead_code)]
 mod postgres;
+/// The test harness's PostgreSQL (a temp data dir on a free loopback port).
+#[path = "../support/provision.rs"]
+#[allow(dead_code)]
+mod provision;
 /// The loopback ntfy stand-in and webhook receiver of the integration tests.
 #[path = "../integration/receivers.rs"]
 mod receivers;

@@ -302,6 +302,8 @@ async fn setup_in_a_terminal_asks_per_step_and_ends_with_the_answered_test_quest
         screen.contains("The hook printed this decision"),
         "{screen}"
     );
+    // The person's deny, not any decision, is what the hook printed.
+    assert!(screen.contains(r#""behavior":"deny""#), "{screen}");
     assert!(screen.contains("== 4/4"), "{screen}");
     let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
     assert!(config.contains("include_message = false"), "{config}");
@@ -351,6 +353,23 @@ fn setup_yes_installs_the_pi_extension_when_pi_is_on_path_and_only_then() {
     let again = run();
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
     assert_eq!(std::fs::read(&extension).unwrap(), before);
+    // Only then: without `pi` on PATH, another home gets no extension.
+    let other = Home::new();
+    let agent = other.path().join("pi-agent");
+    let out = other
+        .cmd(AGENTNOTIFY)
+        .args(["setup", "--yes", "--no-test"])
+        .env("PATH", path())
+        .env("PI_CODING_AGENT_DIR", &agent)
+        .env_remove("HERMES_HOME")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("Pi: not found"), "{said}");
+    assert!(!agent.join("extensions/agentnotify.ts").exists(), "{said}");
 }
 
 #[test]

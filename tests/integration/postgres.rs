@@ -8,24 +8,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Installs a Debian package unless `probe` already exists.
-fn ensure_package(probe: impl Fn() -> bool, package: &str) {
-    if probe() {
-        return;
-    }
-    let root = unsafe { libc::geteuid() } == 0;
-    assert!(
-        root,
-        "{package} is missing and only root can install it: apt-get install {package}"
-    );
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", package])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .expect("apt-get runs");
-    assert!(ok.success() && probe(), "apt-get install {package} failed");
-}
-
 /// The folder of PostgreSQL's server programs (`initdb`, `postgres`, `psql`).
 fn pg_bin() -> PathBuf {
     let find = || {
@@ -39,8 +21,10 @@ fn pg_bin() -> PathBuf {
         found.sort();
         found.pop()
     };
-    ensure_package(|| find().is_some(), "postgresql");
-    find().unwrap()
+    crate::provision::require(&crate::provision::POSTGRESQL);
+    find().expect(
+        "PostgreSQL's server programs under /usr/lib/postgresql: apt-get install postgresql",
+    )
 }
 
 fn free_port() -> u16 {
@@ -309,15 +293,7 @@ impl Haproxy {
 
     /// Health checks every `check_ms` (they count against the balancer's own rate limit).
     pub(crate) fn start_with(a: &str, b: &str, check_ms: u32) -> Haproxy {
-        ensure_package(
-            || {
-                Command::new("haproxy")
-                    .arg("-v")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            },
-            "haproxy",
-        );
+        let haproxy = crate::provision::require(&crate::provision::HAPROXY);
         let (device, broker) = (free_port(), free_port());
         let (a, b) = (host_port(a), host_port(b));
         let config = format!(
@@ -337,7 +313,7 @@ impl Haproxy {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("haproxy.cfg");
         std::fs::write(&path, config).unwrap();
-        let check = Command::new("haproxy")
+        let check = Command::new(&haproxy)
             .args(["-c", "-q", "-f"])
             .arg(&path)
             .output()
@@ -347,7 +323,7 @@ impl Haproxy {
             "haproxy refused its config: {}",
             String::from_utf8_lossy(&check.stderr)
         );
-        let child = Command::new("haproxy")
+        let child = Command::new(&haproxy)
             .args(["-db", "-f"])
             .arg(&path)
             .stdin(Stdio::null())

@@ -87,6 +87,21 @@ pub const NODE: Need = Need {
     why: "the Web Push tests run the mock push service web-push-testing",
 };
 
+pub const POSTGRESQL: Need = Need {
+    program: "pg_ctlcluster",
+    packages: &["postgresql"],
+    file: "usr/bin/pg_ctlcluster",
+    python_module: None,
+    why: "the Relay's PostgreSQL store is tested against a real PostgreSQL in a temp cluster",
+};
+pub const HAPROXY: Need = Need {
+    program: "haproxy",
+    packages: &["haproxy"],
+    file: "usr/sbin/haproxy",
+    python_module: None,
+    why: "two Relay processes are tested behind a real load balancer",
+};
+
 /// The path of `need`'s program, installing its packages first when it is missing; panics
 /// with what to install when that fails.
 pub fn require(need: &Need) -> PathBuf {
