@@ -125,7 +125,9 @@ impl Broker {
             }
         }
         for n in store.all_notifications() {
-            state.track_notification(&n?);
+            let n = n?;
+            state.track_notification(&n);
+            state.note_keyed(&n);
         }
         let (events, _) = broadcast::channel(1024);
         Ok(Arc::new(Broker {
@@ -515,27 +517,13 @@ impl Broker {
             .ok_or(BrokerError::NotFound("notification"))
     }
 
-    /// The newest notification under `key`, in any state. The active one, when there is
-    /// one, is the newest (a key's notification is updated in place while active) and is
-    /// found without reading the store; only a closed key is looked for among them all.
+    /// The newest notification under `key`, in any state (kept in memory by key).
     pub async fn notification_by_key(&self, key: &str) -> Result<Option<Notification>> {
-        let active = self.lock().active_notification(key);
-        if let Some(id) = active {
-            if let Some(n) = self.core.store.get_notification(&id)? {
-                return Ok(Some(n));
-            }
+        let id = self.lock().newest_notification(key);
+        match id {
+            Some(id) => Ok(self.core.store.get_notification(&id)?),
+            None => Ok(None),
         }
-        let mut newest: Option<Notification> = None;
-        for n in self.core.store.all_notifications() {
-            let n = n?;
-            let newer = newest
-                .as_ref()
-                .is_none_or(|m| (n.created_at, &n.id) > (m.created_at, &m.id));
-            if n.key.as_deref() == Some(key) && newer {
-                newest = Some(n);
-            }
-        }
-        Ok(newest)
     }
 
     pub async fn list_notifications(
@@ -581,7 +569,7 @@ impl Broker {
         {
             // Under the lock, like every other change: a record being settled or reused
             // while it is removed would otherwise come back, or lose its change.
-            let _state = self.lock();
+            let mut state = self.lock();
             for record in self.core.store.all_interactions() {
                 let record = record?;
                 if record.status.is_terminal() && record.updated_at < cutoff {
@@ -589,11 +577,14 @@ impl Broker {
                     pruned.interactions += 1;
                 }
             }
+            state.forget_keyed();
             for n in self.core.store.all_notifications() {
                 let n = n?;
                 if n.status != NotificationStatus::Active && n.updated_at < cutoff {
                     self.core.store.remove_notification(&n.id)?;
                     pruned.notifications += 1;
+                } else {
+                    state.note_keyed(&n);
                 }
             }
             // Dead letters are kept for people to see, as long as the history.

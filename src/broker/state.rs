@@ -74,6 +74,9 @@ pub struct State {
     leases: BTreeSet<(Timestamp, String)>,
     /// key → id of the active notification holding it.
     notification_keys: HashMap<String, String>,
+    /// key → (created, id) of the newest notification under it, in any state: ARC events
+    /// find their condition without reading every stored notification.
+    newest_keyed: HashMap<String, (Timestamp, String)>,
     /// interaction id → active notifications announcing it.
     notifications_for: HashMap<String, Vec<String>>,
 }
@@ -87,9 +90,25 @@ impl Pending {
 }
 
 impl State {
-    /// The id of the active notification holding `key`.
-    pub fn active_notification(&self, key: &str) -> Option<String> {
-        self.notification_keys.get(key).cloned()
+    /// The id of the newest notification under `key`, in any state.
+    pub fn newest_notification(&self, key: &str) -> Option<String> {
+        self.newest_keyed.get(key).map(|(_, id)| id.clone())
+    }
+
+    /// Remembers `n` as its key's newest if it is (at start, for every stored one; then
+    /// for each new one).
+    pub fn note_keyed(&mut self, n: &Notification) {
+        let Some(key) = &n.key else { return };
+        let this = (n.created_at, n.id.clone());
+        let newer = self.newest_keyed.get(key).is_none_or(|known| this > *known);
+        if newer {
+            self.newest_keyed.insert(key.clone(), this);
+        }
+    }
+
+    /// Forgets what pruning may have removed; the caller notes the survivors again.
+    pub fn forget_keyed(&mut self) {
+        self.newest_keyed.clear();
     }
 
     /// The pending interactions holding `key`, oldest first.
@@ -369,6 +388,7 @@ impl State {
         store.put_notification(&n)?;
         out.wrote = true;
         self.track_notification(&n);
+        self.note_keyed(&n);
         out.events.push(Event {
             topic: "notification",
             id: n.id.clone(),

@@ -251,7 +251,7 @@ async fn arc_updated_changes_the_same_notification_and_an_unknown_key_is_404() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arc_resolved_is_idempotent_and_an_unknown_key_is_404() {
-    let (_home, _d, api) = started();
+    let (home, d, api) = started();
     post(
         &api,
         event(
@@ -266,6 +266,13 @@ async fn arc_resolved_is_idempotent_and_an_unknown_key_is_404() {
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["notification"]["status"], "resolved");
     }
+    // A restarted broker still knows the closed condition under its key.
+    drop(d);
+    let d = Daemon::start(&home, &[]);
+    let api = d.api(&home);
+    let (status, v) = post(&api, event("request.resolved", "r2", json!({"key": "job"}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["notification"]["status"], "resolved");
     let (status, _) = post(
         &api,
         event("request.resolved", "r3", json!({"key": "never"})),
