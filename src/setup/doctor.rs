@@ -131,8 +131,16 @@ pub fn run(env: &Env, hosts: &[Harness]) -> Report {
     match Paths::from_env() {
         Ok(paths) => {
             checks.push(broker(&paths));
-            checks.extend(channels(&paths));
-            checks.extend(super::links::checks(&paths));
+            // Asked of a running broker once, for every check that needs it.
+            let client =
+                Client::from_env_override().or_else(|| client::from_files(&paths).map(|(c, _)| c));
+            let status = client.as_ref().and_then(super::health::channels_status);
+            checks.extend(channels(status.as_ref()));
+            checks.extend(super::links::checks(
+                &paths,
+                client.as_ref(),
+                status.as_ref(),
+            ));
             checks.push(token_file(&paths.token_file()));
         }
         Err(e) => checks.push(
@@ -230,9 +238,8 @@ fn broker(paths: &Paths) -> Check {
 
 /// Delivery channels (SPEC §11): dead letters and unavailable channels are problems. Asked
 /// of a running broker only (doctor never starts one).
-fn channels(paths: &Paths) -> Option<Check> {
-    let (client, _) = client::from_files(paths)?;
-    let status = super::health::channels_status(&client)?;
+fn channels(status: Option<&serde_json::Value>) -> Option<Check> {
+    let status = status?;
     let list = status["channels"].as_array().cloned().unwrap_or_default();
     if list.is_empty() {
         return None;

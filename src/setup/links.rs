@@ -6,16 +6,15 @@
 use serde_json::Value;
 
 use super::doctor::{Check, Status};
-use super::health::channels_status;
-use crate::client::{self, Client};
+use crate::client::Client;
 use crate::paths::Paths;
 
-/// The channel and Relay checks.
-pub fn checks(paths: &Paths) -> Vec<Check> {
+/// The channel and Relay checks. `broker` and its `status` (`GET /v1/channels/status`) are
+/// asked once by the caller; `None` when no broker runs.
+pub fn checks(paths: &Paths, broker: Option<&Client>, status: Option<&Value>) -> Vec<Check> {
     let config = read_config(paths);
-    let broker = client::from_files(paths).map(|(c, _)| c);
-    let mut checks = channels(&config, broker.as_ref());
-    checks.extend(relays(paths, &config, broker.as_ref()));
+    let mut checks = channels(&config, status);
+    checks.extend(relays(paths, &config, broker));
     checks
 }
 
@@ -38,7 +37,7 @@ fn text<'a>(t: &'a toml::Table, key: &str) -> &'a str {
     t.get(key).and_then(|v| v.as_str()).unwrap_or("?")
 }
 
-fn channels(config: &toml::Table, broker: Option<&Client>) -> Vec<Check> {
+fn channels(config: &toml::Table, status: Option<&Value>) -> Vec<Check> {
     let configured = entries(config, "channels", "channel");
     let has_relay = !entries(config, "relay", "providers").is_empty();
     if configured.is_empty() {
@@ -64,9 +63,7 @@ fn channels(config: &toml::Table, broker: Option<&Client>) -> Vec<Check> {
         Status::Ok,
         list.join(", "),
     )];
-    let status = broker.and_then(channels_status);
     for c in status
-        .as_ref()
         .and_then(|s| s["channels"].as_array())
         .into_iter()
         .flatten()
