@@ -188,7 +188,7 @@ impl Device {
             path: dir.to_path_buf(),
             source,
         };
-        create_private_dir(dir).map_err(io)?;
+        crate::fsutil::create_private_dir(dir).map_err(io)?;
         let bytes = serde_json::to_vec_pretty(&state).expect("strings serialise");
         crate::fsutil::write_atomic(&state_file(dir), &bytes, 0o600).map_err(io)?;
         Ok(Device {
@@ -525,15 +525,4 @@ impl Device {
             }
         }
     }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut b = std::fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        b.mode(0o700);
-    }
-    b.create(dir)
 }

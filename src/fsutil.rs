@@ -303,3 +303,15 @@ pub fn is_executable_file(path: &Path) -> bool {
         _ => false,
     }
 }
+
+/// Creates `dir` and its missing parents 0700 (an existing folder is left as it is).
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}

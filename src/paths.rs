@@ -171,14 +171,7 @@ fn non_empty_env(name: &str) -> Option<String> {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), PathsError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(|source| PathsError::Create {
+    crate::fsutil::create_private_dir(dir).map_err(|source| PathsError::Create {
         path: dir.to_path_buf(),
         source,
     })

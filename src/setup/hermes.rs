@@ -50,20 +50,7 @@ pub fn plugin_source(hook: &str) -> String {
 /// `install-harness hermes`: writes the plugin running `command_path` (default: this
 /// program) and prints the settings that enable it.
 pub fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<(), SetupError> {
-    let exe = match command_path {
-        Some(p) => p,
-        None => super::install::default_command_path()?,
-    };
-    if !exe.is_absolute() {
-        return Err(SetupError::BadCommandPath {
-            path: exe,
-            reason: "must be an absolute path (Hermes runs it without your PATH)".into(),
-        });
-    }
-    let hook = exe.to_str().ok_or_else(|| SetupError::BadCommandPath {
-        path: exe.clone(),
-        reason: "must be valid UTF-8".into(),
-    })?;
+    let hook = &super::cli::command_path(command_path)?;
     let dir = plugin_dir()?;
     let init = dir.join("__init__.py");
     if std::fs::read_to_string(&init).is_ok_and(|t| !t.contains(MARK)) {
@@ -91,7 +78,8 @@ pub fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<(), Setup
             println!("  {}", path.display());
         }
     } else {
-        private_dir(&dir)?;
+        crate::fsutil::create_private_dir(&dir)
+            .map_err(|e| SetupError::io("create the folder", &dir, e))?;
         for (path, text) in changed {
             write_file(path, text.as_bytes(), None, 0o600)?;
         }
@@ -107,21 +95,6 @@ pub fn install(command_path: Option<PathBuf>, dry_run: bool) -> Result<(), Setup
     println!("Optional: security.approval.transport_fallback: builtin (Hermes asks in its own prompt when agentnotify cannot).");
     println!("Questions live within Hermes' approvals.timeout; then Hermes blocks the command.");
     Ok(())
-}
-
-/// Creates `dir` and missing parents 0700 (an existing folder is left as it is).
-fn private_dir(dir: &Path) -> Result<(), SetupError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| SetupError::io("create the folder", dir, e))
-    }
-    #[cfg(not(unix))]
-    std::fs::create_dir_all(dir).map_err(|e| SetupError::io("create the folder", dir, e))
 }
 
 /// `uninstall-harness hermes`: removes our plugin's files (never a plugin that is not ours).
