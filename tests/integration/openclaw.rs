@@ -216,26 +216,15 @@ impl Drop for Watch {
 }
 
 /// The pending interaction for an approval, once the watcher has opened it.
-async fn question_for(home: &Home, api: &Api, approval_id: &str) -> Value {
+async fn question_for(api: &Api, approval_id: &str) -> Value {
     // Keys are `openclaw:<gateway>:<approval id>`.
     let suffix = format!(":{approval_id}");
-    let ours = |q: &Value| {
+    api.pending_where(&format!("the question for {approval_id}"), |q| {
         q["key"]
             .as_str()
             .is_some_and(|k| k.starts_with("openclaw:") && k.ends_with(&suffix))
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(q) = api.pending().await.into_iter().find(ours) {
-            return q;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no question for {approval_id}: {}",
-            home.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// Waits (on the broker's long-poll) until a question leaves `pending`.
@@ -296,7 +285,7 @@ async fn openclaw_watch_offers_only_allowed_decisions_and_sends_the_persons_answ
         "rm -rf work/victim",
         &["allow-once", "deny"],
     ));
-    let q = question_for(&home, &api, "ap-1").await;
+    let q = question_for(&api, "ap-1").await;
     let choices: Vec<&str> = q["choices"]
         .as_array()
         .unwrap()
@@ -319,7 +308,7 @@ async fn openclaw_watch_offers_only_allowed_decisions_and_sends_the_persons_answ
         "ls",
         &["allow-once", "allow-always", "deny"],
     ));
-    let q = question_for(&home, &api, "ap-2").await;
+    let q = question_for(&api, "ap-2").await;
     assert_eq!(q["choices"].as_array().unwrap().len(), 3);
     api.respond(&q, Api::answer(&q, "r2", "allow-always")).await;
     assert_eq!(
@@ -341,7 +330,7 @@ async fn openclaw_watch_backfills_withdraws_and_reconnects() {
         .push(approval("early", "make deploy", &["allow-once", "deny"]));
     let _watch = Watch::start(&home, &gw.url);
     gw.next_connect().await;
-    let early = question_for(&home, &api, "early").await;
+    let early = question_for(&api, "early").await;
 
     // Resolved in OpenClaw's own prompt: the question is withdrawn here.
     gw.resolved("early");
@@ -354,7 +343,7 @@ async fn openclaw_watch_backfills_withdraws_and_reconnects() {
     let one = approval("during", "echo one", &["allow-once", "deny"]);
     gw.pending.lock().unwrap().push(one.clone());
     gw.requested(&one);
-    let during = question_for(&home, &api, "during").await;
+    let during = question_for(&api, "during").await;
     gw.pending.lock().unwrap().clear();
     gw.pending
         .lock()
@@ -362,7 +351,7 @@ async fn openclaw_watch_backfills_withdraws_and_reconnects() {
         .push(approval("after", "echo two", &["allow-once", "deny"]));
     let _ = gw.down.send(Down::Close);
     gw.next_connect().await;
-    question_for(&home, &api, "after").await;
+    question_for(&api, "after").await;
     let record = settled(&api, during["id"].as_str().unwrap()).await;
     assert_eq!(record["status"], "cancelled");
     assert!(
@@ -394,15 +383,15 @@ async fn openclaw_two_watchers_on_one_broker_keep_to_their_own_gateway() {
     let _watch_second = Watch::start(&home, &second.url);
     first.next_connect().await;
     second.next_connect().await;
-    let q_first = question_for(&home, &api, "at-first").await;
-    let q_second = question_for(&home, &api, "at-second").await;
+    let q_first = question_for(&api, "at-first").await;
+    let q_second = question_for(&api, "at-second").await;
     assert_ne!(q_first["key"], q_second["key"]);
     // The first Gateway drops and comes back: its watcher back-fills and withdraws what
     // its Gateway no longer has pending, and nothing else.
     let _ = first.down.send(Down::Close);
     first.next_connect().await;
     first.requested(&approval("probe", "true", &["allow-once", "deny"]));
-    question_for(&home, &api, "probe").await;
+    question_for(&api, "probe").await;
     let status = |id: &Value| {
         let api = &api;
         let id = id.as_str().unwrap().to_string();
@@ -450,13 +439,13 @@ async fn openclaw_watch_ignores_garbage_and_never_resolves_without_an_answer() {
 
     // The person withdraws this one: nothing may reach the Gateway for it.
     gw.requested(&approval("withdrawn", "rm -rf /", &["allow-once", "deny"]));
-    let q = question_for(&home, &api, "withdrawn").await;
+    let q = question_for(&api, "withdrawn").await;
     let id = q["id"].as_str().unwrap();
     api.post(&format!("/v1/interactions/{id}/cancel"), json!(null))
         .await;
     // Then one that is answered; its decision must be the first and only one to arrive.
     gw.requested(&approval("answered", "ls", &["allow-once", "deny"]));
-    let q = question_for(&home, &api, "answered").await;
+    let q = question_for(&api, "answered").await;
     api.respond(&q, Api::answer(&q, "r1", "allow-once")).await;
     assert_eq!(
         gw.next_resolve().await,
@@ -505,7 +494,7 @@ async fn openclaw_watch_waits_out_a_broker_crash_and_retries_a_refused_connect()
         .unwrap()
         .push(approval("crash", "ls", &["allow-once", "deny"]));
     gw.requested(&approval("crash", "ls", &["allow-once", "deny"]));
-    let q = question_for(&home, &api, "crash").await;
+    let q = question_for(&api, "crash").await;
     // Only once the broker has told the watcher (after its flush) is the question durable.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !home.logs().contains("question open") {

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -335,17 +335,6 @@ impl Wrapper {
     }
 }
 
-async fn pending_where(api: &Api, what: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(q) = api.pending().await.into_iter().find(|q| what(q)) {
-            return q;
-        }
-        assert!(Instant::now() < deadline, "no such question");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test]
 async fn the_wrapper_passes_everything_through_and_answers_dialogs_from_the_broker() {
     let home = Home::new();
@@ -361,7 +350,9 @@ async fn the_wrapper_passes_everything_through_and_answers_dialogs_from_the_brok
         w.line(),
         "{\"type\":\"extension_ui_request\",\"id\":\"c1\",\"method\":\"confirm\",\"title\":\"Go\u{2028}on?\",\"message\":\"sure\"}\n".as_bytes()
     );
-    let select = pending_where(&api, |q| q["native_request_id"] == "s1").await;
+    let select = api
+        .pending_where("a Pi question", |q| q["native_request_id"] == "s1")
+        .await;
     assert_eq!(select["kind"], "single_choice");
     assert_eq!(select["prompt"], "Pick one");
     let labels: Vec<&str> = select["choices"]
@@ -371,7 +362,9 @@ async fn the_wrapper_passes_everything_through_and_answers_dialogs_from_the_brok
         .map(|c| c["label"].as_str().unwrap())
         .collect();
     assert_eq!(labels, ["a b", "c"]);
-    let confirm = pending_where(&api, |q| q["native_request_id"] == "c1").await;
+    let confirm = api
+        .pending_where("a Pi question", |q| q["native_request_id"] == "c1")
+        .await;
     assert_eq!(
         (confirm["kind"].as_str(), confirm["body"].as_str()),
         (Some("permission"), Some("sure"))

@@ -395,17 +395,7 @@ pub(crate) fn finish_hook(mut child: Child) -> String {
 }
 
 pub(crate) async fn pending_one(api: &Api) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(q) = api.pending().await.into_iter().next() {
-            return q;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the hook never opened a question"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.pending_where("the hook's question", |_| true).await
 }
 
 /// Runs `relay device answer ARGS --timeout 20` while polling by hand until it finishes.

@@ -258,6 +258,22 @@ impl Api {
         let (_, v) = self.get("/v1/interactions?pending=true").await;
         v["interactions"].as_array().cloned().unwrap_or_default()
     }
+
+    /// The first pending question `what` accepts, once one is (bounded: 30 s, then the
+    /// test fails saying it waited for `waited_for`).
+    pub async fn pending_where(&self, waited_for: &str, what: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(q) = self.pending().await.into_iter().find(|q| what(q)) {
+                return q;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no pending question: {waited_for}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Runs a command to completion with `stdin`, returning (exit code, stdout, stderr).
