@@ -77,29 +77,49 @@ pub fn ask(host: Host, event: Event, budget: Duration, stdin: &[u8]) -> Option<D
         Host::Claude => transcript::Watch::new(&payload),
         Host::Codex => None,
     };
+    let decided_elsewhere = async {
+        match watch {
+            Some(w) => w.decided_elsewhere().await,
+            None => std::future::pending().await,
+        }
+    };
+    // Either way the host no longer needs an answer from us.
+    let host_moved_on = async {
+        tokio::select! {
+            sig = host_gives_up() => tracing::info!(signal = sig, "host gave up; withdrawing"),
+            () = decided_elsewhere => {
+                tracing::info!("the host decided the call itself; withdrawing");
+            }
+        }
+    };
+    flow(
+        started,
+        budget,
+        |deadline, shared| run(host, &paths, plan, deadline, shared),
+        host_moved_on,
+    )
+}
+
+/// The flow every host shares: `work` (given the deadline and what it opened) races
+/// `host_moved_on`; whatever ends it other than an answer withdraws what was opened, and
+/// `None` means "print nothing". From its end a signal exits the hook silently at once.
+fn flow<T, W>(
+    started: std::time::Instant,
+    budget: Duration,
+    work: impl FnOnce(Instant, Shared) -> W,
+    host_moved_on: impl std::future::Future<Output = ()>,
+) -> Option<T>
+where
+    W: std::future::Future<Output = Result<T, Fallback>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .ok()?;
-    let decision = runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let deadline = Instant::from_std(started + budget);
         let shared: Shared = Arc::default();
-        let decided_elsewhere = async {
-            match watch {
-                Some(w) => w.decided_elsewhere().await,
-                None => std::future::pending().await,
-            }
-        };
-        // Either way the host no longer needs an answer from us.
-        let host_moved_on = async {
-            tokio::select! {
-                sig = host_gives_up() => tracing::info!(signal = sig, "host gave up; withdrawing"),
-                () = decided_elsewhere => {
-                    tracing::info!("the host decided the call itself; withdrawing");
-                }
-            }
-        };
-        let work = run(host, &paths, plan, deadline, Arc::clone(&shared));
+        let work = work(deadline, Arc::clone(&shared));
         tokio::pin!(work);
         let outcome = tokio::select! {
             r = &mut work => r,
@@ -113,24 +133,22 @@ pub fn ask(host: Host, event: Event, budget: Duration, stdin: &[u8]) -> Option<D
             }
         };
         match outcome {
-            Ok(decision) => {
+            Ok(answer) => {
                 tracing::info!(
-                    host = host.as_str(),
                     elapsed_ms = started.elapsed().as_millis() as u64,
-                    "decision returned"
+                    "answer returned"
                 );
-                Some(decision)
+                Some(answer)
             }
             Err(why) => {
-                tracing::info!(reason = %why, "no decision; host prompt used");
+                tracing::info!(reason = %why, "no answer; the host's own prompt or default stands");
                 withdraw(&shared).await;
                 None
             }
         }
     });
-    // From here on nothing needs withdrawing: a signal ends the hook silently at once.
     super::signals::flow_stops_handling();
-    decision
+    outcome
 }
 
 /// The PreToolUse path asks only for AskUserQuestion in a permission mode other than
@@ -440,46 +458,19 @@ pub(super) fn ask_question(question: Question, budget: Duration) -> Option<Inter
     let started = std::time::Instant::now();
     let paths = Paths::from_env().ok()?;
     let _log = crate::logging::init_blocking(&paths, "hook", "info");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    let record = runtime.block_on(async {
-        let deadline = Instant::from_std(started + budget);
-        let shared: Shared = Arc::default();
-        let work = async {
+    let host_moved_on = async {
+        let sig = host_gives_up().await;
+        tracing::info!(signal = sig, "host gave up; withdrawing");
+    };
+    flow(
+        started,
+        budget,
+        |deadline, shared| async move {
             let client = client::attach_or_spawn_by(&paths, deadline.into_std()).await?;
             shared.lock().expect("not poisoned").client = Some(client.clone());
             let opened = open(&client, &question, deadline, &shared).await?;
             answered(&client, &opened, deadline).await
-        };
-        tokio::pin!(work);
-        let outcome = tokio::select! {
-            r = &mut work => r,
-            sig = host_gives_up() => {
-                tracing::info!(signal = sig, "host gave up; withdrawing");
-                if shared.lock().expect("not poisoned").opening {
-                    let _ = tokio::time::timeout(OPENING_GRACE, &mut work).await;
-                }
-                withdraw(&shared).await;
-                return None;
-            }
-        };
-        match outcome {
-            Ok(record) => {
-                tracing::info!(
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "answer returned"
-                );
-                Some(record)
-            }
-            Err(why) => {
-                tracing::info!(reason = %why, "no answer; the host's own default stands");
-                withdraw(&shared).await;
-                None
-            }
-        }
-    });
-    super::signals::flow_stops_handling();
-    record
+        },
+        host_moved_on,
+    )
 }
